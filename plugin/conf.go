@@ -1,0 +1,175 @@
+package plugin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// PluginType is the ipam type that selects capo-ipam in a Calico netconf.
+const PluginType = "capo-ipam"
+
+// DefaultDelegate is used when the ipam block names no delegate: capo-ipam
+// replaced calico-ipam, which takes all its settings from the top level.
+var DefaultDelegate = json.RawMessage(`{"type":"calico-ipam"}`)
+
+// DefaultDelegateTimeout outlasts calico-ipam's own 90 s datastore budget, so a
+// healthy but slow call is never cut short, and stays under the kubelet's
+// two-minute runtime request timeout.
+const DefaultDelegateTimeout = 100 * time.Second
+
+// NetConf is the netconf Calico hands to its IPAM plugin. The raw bytes are
+// kept so the delegate receives every other key exactly as Calico wrote it.
+type NetConf struct {
+	Name       string
+	CNIVersion string
+	IPAM       IPAMConf
+
+	raw                []byte
+	ipamStart, ipamEnd int // byte span of the top-level "ipam" value in raw
+}
+
+// IPAMConf is capo-ipam's own block. Every key not listed here belongs to the
+// delegate and must be inside "delegate".
+type IPAMConf struct {
+	Type            string          `json:"type"`
+	Delegate        json.RawMessage `json:"delegate,omitempty"`
+	DelegateTimeout Duration        `json:"delegate_timeout,omitempty"`
+	LogLevel        string          `json:"log_level,omitempty"`
+	LogFile         string          `json:"log_file,omitempty"`
+
+	delegateType string
+}
+
+// knownIPAMKeys are the keys of IPAMConf; anything else in the ipam block was
+// most likely meant for the delegate.
+var knownIPAMKeys = map[string]bool{
+	"type": true, "delegate": true, "delegate_timeout": true, "log_level": true, "log_file": true,
+}
+
+// ParseNetConf reads stdin. Errors say what is wrong and how to fix it.
+func ParseNetConf(stdin []byte) (*NetConf, error) {
+	conf := &NetConf{raw: stdin}
+	if err := conf.locateIPAM(); err != nil {
+		return nil, err
+	}
+	var top struct {
+		Name       string `json:"name"`
+		CNIVersion string `json:"cniVersion"`
+	}
+	if err := json.Unmarshal(stdin, &top); err != nil {
+		return nil, fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
+	}
+	conf.Name, conf.CNIVersion = top.Name, top.CNIVersion
+	if err := conf.parseIPAM(stdin[conf.ipamStart:conf.ipamEnd]); err != nil {
+		return nil, err
+	}
+	return conf, nil
+}
+
+// locateIPAM finds the byte span of the top-level "ipam" value.
+func (c *NetConf) locateIPAM() error {
+	dec := json.NewDecoder(bytes.NewReader(c.raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return errors.New("netconf on stdin is not a JSON object")
+	}
+	found := false
+	for dec.More() {
+		keyTok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
+		}
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
+		}
+		if keyTok != "ipam" {
+			continue
+		}
+		if found {
+			return errors.New(`netconf has more than one "ipam" key; keep one`)
+		}
+		found = true
+		c.ipamEnd = int(dec.InputOffset())
+		c.ipamStart = c.ipamEnd - len(value)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("netconf on stdin has data after the JSON object")
+	}
+	if !found {
+		return errors.New(`netconf has no "ipam" block; capo-ipam must be called as the ipam plugin of the calico plugin`)
+	}
+	return nil
+}
+
+func (c *NetConf) parseIPAM(block []byte) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(block, &keys); err != nil {
+		return fmt.Errorf(`netconf "ipam" is not a JSON object: %w`, err)
+	}
+	if err := json.Unmarshal(block, &c.IPAM); err != nil {
+		return fmt.Errorf(`netconf "ipam" block is malformed: %w`, err)
+	}
+	var stray []string
+	for k := range keys {
+		if !knownIPAMKeys[k] {
+			stray = append(stray, k)
+		}
+	}
+	slices.Sort(stray)
+	if len(c.IPAM.Delegate) == 0 || string(c.IPAM.Delegate) == "null" {
+		if len(stray) > 0 {
+			return fmt.Errorf(`ipam has settings capo-ipam does not own (%s) and no "delegate" block: move the original ipam block, with those settings, into ipam.delegate`, strings.Join(stray, ", "))
+		}
+		c.IPAM.Delegate = DefaultDelegate
+	} else if len(stray) > 0 {
+		return fmt.Errorf(`ipam has unknown keys (%s) beside "delegate": settings for the delegate belong inside ipam.delegate`, strings.Join(stray, ", "))
+	}
+	var d struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(c.IPAM.Delegate, &d); err != nil {
+		return fmt.Errorf(`ipam.delegate must be a JSON object with a "type", like {"type": "calico-ipam"}: %w`, err)
+	}
+	switch d.Type {
+	case "":
+		return errors.New(`ipam.delegate has no "type"; give the original ipam block, like {"type": "calico-ipam"}`)
+	case PluginType:
+		return errors.New(`ipam.delegate is capo-ipam itself; it must be the original ipam block, like {"type": "calico-ipam"}`)
+	}
+	if strings.ContainsAny(d.Type, `/\`) {
+		return fmt.Errorf("ipam.delegate type %q must be a plugin name, not a path", d.Type)
+	}
+	c.IPAM.delegateType = d.Type
+	if c.IPAM.DelegateTimeout <= 0 {
+		c.IPAM.DelegateTimeout = Duration(DefaultDelegateTimeout)
+	}
+	return nil
+}
+
+// DelegateType is the plugin name of the delegate, e.g. "calico-ipam".
+func (c *NetConf) DelegateType() string { return c.IPAM.delegateType }
+
+// DelegateNetConf is the netconf the delegate receives: the original bytes
+// with the ipam value replaced by the delegate block, every other key intact.
+func (c *NetConf) DelegateNetConf() []byte {
+	out := make([]byte, 0, len(c.raw)-(c.ipamEnd-c.ipamStart)+len(c.IPAM.Delegate))
+	out = append(out, c.raw[:c.ipamStart]...)
+	out = append(out, c.IPAM.Delegate...)
+	return append(out, c.raw[c.ipamEnd:]...)
+}
+
+// Raw is the netconf exactly as it arrived on stdin.
+func (c *NetConf) Raw() []byte { return c.raw }
