@@ -1,0 +1,136 @@
+package testbed
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Binaries are the real programs the bed runs.
+type Binaries struct {
+	Etcd, KubeAPIServer string // from test/tools, pinned there
+	Calico              string // the calico CNI binary; calico-ipam is the same file under another name
+	CapoIPAM            string // built from this checkout on every run
+}
+
+// RepoRoot is the directory of capo's go.mod.
+func RepoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the capo module (go env GOMOD is empty)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// CacheDir holds binaries built from pinned modules, reused across runs.
+func CacheDir() (string, error) {
+	if d := os.Getenv("CAPO_TESTBED_CACHE"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache dir: set CAPO_TESTBED_CACHE: %w", err)
+	}
+	return filepath.Join(d, "capo-testbed"), nil
+}
+
+// BuildBinaries builds whatever the cache lacks. The servers take minutes
+// the first time (kube-apiserver is large); later runs reuse them.
+func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	tools := filepath.Join(root, "test", "tools")
+	toolsKey, err := hashFiles(filepath.Join(tools, "go.mod"), filepath.Join(tools, "go.sum"))
+	if err != nil {
+		return nil, err
+	}
+	calicoKey, err := hashFiles(filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
+	if err != nil {
+		return nil, err
+	}
+	b := &Binaries{
+		Etcd:          filepath.Join(cache, "servers-"+toolsKey, "etcd"),
+		KubeAPIServer: filepath.Join(cache, "servers-"+toolsKey, "kube-apiserver"),
+		Calico:        filepath.Join(cache, "calico-"+calicoKey, "calico"),
+		CapoIPAM:      filepath.Join(workDir, "capo-ipam"),
+	}
+	steps := []struct{ dir, pkg, out string }{
+		{tools, "go.etcd.io/etcd/server/v3", b.Etcd},
+		{tools, "k8s.io/kubernetes/cmd/kube-apiserver", b.KubeAPIServer},
+		{root, "github.com/projectcalico/calico/cni-plugin/cmd/calico", b.Calico},
+	}
+	for _, s := range steps {
+		if err := buildCached(s.dir, s.pkg, s.out, logf); err != nil {
+			return nil, err
+		}
+	}
+	if err := goBuild(root, "./plugin/cmd/capo-ipam", b.CapoIPAM); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// buildCached builds pkg into out unless out exists; a file lock keeps
+// concurrent test binaries from building the same thing twice.
+func buildCached(dir, pkg, out string, logf func(string, ...any)) error {
+	if _, err := os.Stat(out); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	if _, err := os.Stat(out); err == nil {
+		return nil
+	}
+	logf("testbed: building %s (once; cached in %s)", pkg, filepath.Dir(out))
+	start := time.Now()
+	tmp := out + ".tmp"
+	if err := goBuild(dir, pkg, tmp); err != nil {
+		return err
+	}
+	logf("testbed: built %s in %s", filepath.Base(out), time.Since(start).Round(time.Second))
+	return os.Rename(tmp, out)
+}
+
+func goBuild(dir, pkg, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+func hashFiles(paths ...string) (string, error) {
+	h := sha256.New()
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12], nil
+}

@@ -1,0 +1,136 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// envLabel ties a test's pool to its node, so concurrent or earlier tests'
+// pools never hand out addresses here.
+const envLabel = "capo-testbed-env"
+
+// Env is one test's slice of the bed on one datastore: a node, an IP pool
+// only that node uses, and a namespace for its pods.
+type Env struct {
+	T         testing.TB
+	Bed       *Bed
+	DS        Datastore
+	ID        string
+	Node      string
+	Namespace string
+	Pool      *net.IPNet
+	Calico    clientv3.Interface
+	Kube      kubernetes.Interface
+	Dir       string
+
+	logOnce sync.Once
+	log     *os.File
+}
+
+// EnvOptions shape an Env. The zero value is a /26 pool in one block.
+type EnvOptions struct {
+	PoolPrefix int // size of the pool, e.g. 29 for 8 addresses; default 26
+}
+
+// NewEnv makes a fresh node, pool and namespace; t.Cleanup tears down every
+// sandbox the test left and the pool.
+func (b *Bed) NewEnv(t testing.TB, ds Datastore, opts EnvOptions) *Env {
+	t.Helper()
+	if opts.PoolPrefix == 0 {
+		opts.PoolPrefix = 26
+	}
+	n := b.seq.Add(1)
+	e := &Env{
+		T: t, Bed: b, DS: ds, ID: fmt.Sprintf("e%d", n),
+		Calico: b.calico[ds], Kube: b.Kube,
+	}
+	e.Node = "node-" + e.ID
+	e.Namespace = "ns-" + e.ID
+	e.Dir = filepath.Join(b.Dir, e.ID)
+	// Each env owns 10.<128+n/256>.<n%256>.0/24; the pool is its first /PoolPrefix.
+	e.Pool = &net.IPNet{IP: net.IPv4(10, byte(128+n/256), byte(n%256), 0).To4(), Mask: net.CIDRMask(opts.PoolPrefix, 32)}
+	ctx := context.Background()
+	if err := e.create(ctx, opts); err != nil {
+		t.Fatalf("testbed env %s on %s: %v", e.ID, ds, err)
+	}
+	t.Cleanup(func() { e.teardown() })
+	return e
+}
+
+func (e *Env) create(ctx context.Context, opts EnvOptions) error {
+	// calico-node writes this on a real node; the plugin refuses to run without it.
+	if err := os.MkdirAll(e.Dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(e.Dir, "nodename"), []byte(e.Node), 0o644); err != nil {
+		return err
+	}
+	labels := map[string]string{envLabel: e.ID, "kubernetes.io/hostname": e.Node}
+	if _, err := e.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if e.DS == Etcd {
+		// On etcd, Calico keeps its own Node; on Kubernetes it reads the Node above.
+		if _, err := e.Calico.Nodes().Create(ctx, &libapiv3.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels}}, options.SetOptions{}); err != nil {
+			return fmt.Errorf("calico node: %w", err)
+		}
+	}
+	if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Namespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("namespace: %w", err)
+	}
+	pool := &apiv3.IPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool-" + e.ID},
+		Spec: apiv3.IPPoolSpec{
+			CIDR:         e.Pool.String(),
+			BlockSize:    max(opts.PoolPrefix, 26),
+			NodeSelector: fmt.Sprintf("%s == '%s'", envLabel, e.ID),
+			IPIPMode:     apiv3.IPIPModeNever,
+			VXLANMode:    apiv3.VXLANModeNever,
+		},
+	}
+	if _, err := e.Calico.IPPools().Create(ctx, pool, options.SetOptions{}); err != nil {
+		return fmt.Errorf("ippool %s: %w", e.Pool, err)
+	}
+	return nil
+}
+
+// pluginLog is where the plugins' stderr goes (the runtime's log on a node);
+// a failing test names it.
+func (e *Env) pluginLog() io.Writer {
+	e.logOnce.Do(func() {
+		path := filepath.Join(e.Dir, "plugins.log")
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			e.T.Fatalf("plugin log: %v", err)
+		}
+		e.log = f
+		e.T.Cleanup(func() {
+			if e.T.Failed() {
+				e.T.Logf("plugin stderr of this test: %s (kept with CAPO_TESTBED_KEEP=1)", path)
+			}
+			f.Close()
+		})
+	})
+	return e.log
+}
+
+func (e *Env) teardown() {
+	ctx := context.Background()
+	if _, err := e.Calico.IPPools().Delete(ctx, "pool-"+e.ID, options.DeleteOptions{}); err != nil {
+		e.T.Logf("testbed: deleting pool of %s: %v", e.ID, err)
+	}
+}

@@ -1,0 +1,54 @@
+package testbed
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodOption edits a pod before it is created.
+type PodOption func(*corev1.Pod)
+
+// WithLabels sets pod labels.
+func WithLabels(kv map[string]string) PodOption {
+	return func(p *corev1.Pod) { p.Labels = kv }
+}
+
+// WithAnnotations sets pod annotations.
+func WithAnnotations(kv map[string]string) PodOption {
+	return func(p *corev1.Pod) { p.Annotations = kv }
+}
+
+// CreatePod creates a pod bound to the env's node, as the scheduler would.
+func (e *Env) CreatePod(name string, opts ...PodOption) *corev1.Pod {
+	e.T.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.Namespace},
+		Spec: corev1.PodSpec{
+			NodeName:   e.Node,
+			Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}},
+		},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	out, err := e.Kube.CoreV1().Pods(e.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		e.T.Fatalf("creating pod %s: %v", name, err)
+	}
+	return out
+}
+
+// DeletePod deletes a pod object; grace 0 is a force delete.
+func (e *Env) DeletePod(name string, grace int64) {
+	e.T.Helper()
+	err := e.Kube.CoreV1().Pods(e.Namespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil {
+		e.T.Fatalf("deleting pod %s: %v", name, err)
+	}
+}
+
+// PodUID is the UID of a pod object, for CNI_ARGS.
+func PodUID(p *corev1.Pod) types.UID { return p.UID }
