@@ -54,9 +54,10 @@ func (e *Env) IPAMState(ctx context.Context) (*IPAMState, error) {
 	}
 	for _, kv := range handles.KVPairs {
 		h := kv.Value.(*model.IPAMHandle)
+		id := kv.Key.(model.IPAMHandleKey).HandleID // the value's ID is not stored on etcd
 		for blockCIDR, n := range h.Block {
 			if slices.Contains(ours, blockCIDR) && n > 0 {
-				st.HandleCounts[h.HandleID] += n
+				st.HandleCounts[id] += n
 			}
 		}
 	}

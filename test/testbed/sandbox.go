@@ -14,8 +14,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/containernetworking/cni/pkg/version"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -42,7 +42,7 @@ func (e *Env) NewSandbox(pod *corev1.Pod, conflist []byte) *Sandbox {
 	}
 	s := &Sandbox{
 		Env: e, Pod: pod, conflist: list,
-		ContainerID: randomID(),
+		ContainerID: NewContainerID(),
 		nsName:      fmt.Sprintf("%s%d-%d", netnsPrefix, os.Getpid(), e.Bed.seq.Add(1)),
 		cni:         libcni.NewCNIConfigWithCacheDir([]string{e.Bed.CNIBinDir}, filepath.Join(e.Dir, "cni-cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.pluginLog()}, PluginDecoder: version.PluginDecoder{}}),
 	}
@@ -112,8 +112,8 @@ func (s *Sandbox) IP() string {
 	return s.IPs[0].String()
 }
 
-// randomID is a container ID in the form containerd uses: 64 hex digits.
-func randomID() string {
+// NewContainerID is a container ID in the form containerd uses: 64 hex digits.
+func NewContainerID() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
