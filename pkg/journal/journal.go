@@ -1,0 +1,145 @@
+// Package journal holds capo-ipam's on-host records: the DELs it could not
+// hand to the agent (pending; only reserve-then-release removes one) and the
+// addresses each ADD was given.
+package journal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/capo-net/capo/pkg/fsutil"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// DefaultStateDir is the host directory both capo-ipam and the agent use.
+const DefaultStateDir = "/var/lib/capo"
+
+// Record is a DEL the agent has not yet seen. It carries everything needed
+// to replay the release exactly as the runtime asked for it.
+type Record struct {
+	Version  int                 `json:"version"`
+	Created  time.Time           `json:"created"`
+	Request  wire.ReserveRequest `json:"request"`
+	Netconf  []byte              `json:"netconf"` // capo-ipam's stdin, byte for byte
+	Env      map[string]string   `json:"env"`     // CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS, CNI_PATH
+	Why      string              `json:"why"`     // what kept the agent from answering
+	Attempts int                 `json:"attempts,omitempty"`
+}
+
+// Dir is one state directory.
+type Dir struct{ Root string }
+
+func (d Dir) pendingDir() string { return filepath.Join(d.Root, "pending") }
+func (d Dir) addrsDir() string   { return filepath.Join(d.Root, "addrs") }
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// key names a sandbox's interface on a network; deterministic, so a second
+// DEL of the same sandbox rewrites the same record.
+func key(network, containerID, ifName string) string {
+	return unsafeChars.ReplaceAllString(network+"_"+containerID+"_"+ifName, "-") + ".json"
+}
+
+// Write stores r durably. It returns only once the record would survive a
+// crash.
+func (d Dir) Write(r *Record) (string, error) {
+	if err := os.MkdirAll(d.pendingDir(), 0o700); err != nil {
+		return "", err
+	}
+	r.Version = 1
+	data, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	name := key(r.Request.Network, r.Request.ContainerID, r.Request.IfName)
+	return name, fsutil.WriteFileAtomic(filepath.Join(d.pendingDir(), name), data, 0o600)
+}
+
+// Entry is a pending record as listed.
+type Entry struct {
+	Name   string
+	Record *Record
+	Err    error // the file exists but cannot be read; it stays for an operator
+}
+
+// Pending lists the records in the order they were written.
+func (d Dir) Pending() ([]Entry, error) {
+	files, err := os.ReadDir(d.pendingDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, f := range files {
+		if f.IsDir() || !strings.HasSuffix(f.Name(), ".json") {
+			continue
+		}
+		e := Entry{Name: f.Name(), Record: &Record{}}
+		data, err := os.ReadFile(filepath.Join(d.pendingDir(), f.Name()))
+		if err == nil {
+			err = json.Unmarshal(data, e.Record)
+		}
+		if err != nil {
+			e.Record, e.Err = nil, fmt.Errorf("journal record %s unreadable: %w", f.Name(), err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Update rewrites a pending record (its attempt count).
+func (d Dir) Update(name string, r *Record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(filepath.Join(d.pendingDir(), name), data, 0o600)
+}
+
+// Remove deletes a pending record once its reserve and release both succeeded.
+func (d Dir) Remove(name string) error {
+	if err := os.Remove(filepath.Join(d.pendingDir(), name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fsutil.SyncDir(d.pendingDir())
+}
+
+// RecordAddrs notes the addresses the delegate assigned at ADD.
+func (d Dir) RecordAddrs(network, containerID, ifName string, ips []string) error {
+	if err := os.MkdirAll(d.addrsDir(), 0o700); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(ips)
+	return fsutil.WriteFileAtomic(filepath.Join(d.addrsDir(), key(network, containerID, ifName)), data, 0o600)
+}
+
+// Addrs returns what RecordAddrs stored, or nil.
+func (d Dir) Addrs(network, containerID, ifName string) []string {
+	data, err := os.ReadFile(filepath.Join(d.addrsDir(), key(network, containerID, ifName)))
+	if err != nil {
+		return nil
+	}
+	var ips []string
+	if json.Unmarshal(data, &ips) != nil {
+		return nil
+	}
+	return ips
+}
+
+// ForgetAddrs removes the ADD record once the addresses are released.
+func (d Dir) ForgetAddrs(network, containerID, ifName string) error {
+	err := os.Remove(filepath.Join(d.addrsDir(), key(network, containerID, ifName)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

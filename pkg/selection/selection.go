@@ -1,0 +1,90 @@
+// Package selection decides whether a pod's addresses are reserved when its
+// sandbox is torn down. It is pure: facts in, a decision and its reason out.
+package selection
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+const (
+	// NodeAnnotation set to "enabled" on a Node opts the node in: the agent
+	// installs capo-ipam there and reserves for its selected pods.
+	NodeAnnotation = "capo.io/ip-reserve"
+	// PodAnnotation "enabled" selects a pod on an opted-in node whatever its
+	// namespace; "disabled" opts it out.
+	PodAnnotation = "capo.io/ip-reserve"
+	// NamespaceLabel is Capo's: ip-reserve=enabled makes a namespace's pods
+	// candidates, selected when they match a configured pod selector.
+	NamespaceLabel = "ip-reserve"
+
+	Enabled  = "enabled"
+	Disabled = "disabled"
+)
+
+// Outcome is what the decision means for the teardown.
+type Outcome string
+
+const (
+	Selected       Outcome = "selected"
+	NotSelected    Outcome = "not-selected"
+	NodeNotOptedIn Outcome = "node-not-opted-in"
+)
+
+// Object is the labels and annotations of a Node, Namespace or Pod; nil means
+// the object is not known.
+type Object struct {
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Decision is an outcome and the rule that produced it, in words an
+// operator can act on.
+type Decision struct {
+	Outcome Outcome
+	Rule    string
+}
+
+// Selector is a named pod selector from the config; any one matching selects.
+type Selector struct {
+	Name     string
+	Selector labels.Selector
+}
+
+// NodeOptedIn reports whether a node's annotations opt it in.
+func NodeOptedIn(node *Object) bool {
+	return node != nil && node.Annotations[NodeAnnotation] == Enabled
+}
+
+// Decide applies the rules in order: node opt-in, unknown pod, pod
+// annotation, namespace label with pod selectors.
+func Decide(node, namespace, pod *Object, selectors []Selector) Decision {
+	if !NodeOptedIn(node) {
+		return Decision{NodeNotOptedIn, fmt.Sprintf("node lacks annotation %s=%s", NodeAnnotation, Enabled)}
+	}
+	if pod == nil {
+		// A missed reservation breaks clients; a needless one costs one
+		// address for one TTL. When in doubt, reserve.
+		return Decision{Selected, "pod object unknown (deleted before the agent saw it): reserving to be safe"}
+	}
+	switch pod.Annotations[PodAnnotation] {
+	case Enabled:
+		return Decision{Selected, fmt.Sprintf("pod annotation %s=%s", PodAnnotation, Enabled)}
+	case Disabled:
+		return Decision{NotSelected, fmt.Sprintf("pod annotation %s=%s", PodAnnotation, Disabled)}
+	}
+	if namespace != nil && namespace.Labels[NamespaceLabel] != Enabled {
+		return Decision{NotSelected, fmt.Sprintf("namespace lacks label %s=%s and pod lacks annotation %s=%s", NamespaceLabel, Enabled, PodAnnotation, Enabled)}
+	}
+	set := labels.Set(pod.Labels)
+	for _, s := range selectors {
+		if s.Selector.Matches(set) {
+			if namespace == nil {
+				return Decision{Selected, fmt.Sprintf("pod matches selector %s; namespace unknown, reserving to be safe", s.Name)}
+			}
+			return Decision{Selected, fmt.Sprintf("namespace label %s=%s and pod matches selector %s", NamespaceLabel, Enabled, s.Name)}
+		}
+	}
+	return Decision{NotSelected, "pod matches no configured pod selector"}
+}

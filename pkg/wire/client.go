@@ -1,0 +1,69 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Client calls the agent over its unix socket.
+type Client struct {
+	Socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the agent at socket.
+func NewClient(socket string) *Client {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	return &Client{Socket: socket, http: &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}}
+}
+
+// Reserve sends req and waits for the answer until ctx ends.
+func (c *Client) Reserve(ctx context.Context, req *ReserveRequest) (*ReserveResponse, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://capo-agent"+ReservePath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("capo-agent at %s unreachable after %s: %w", c.Socket, time.Since(start).Round(time.Millisecond), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading capo-agent's answer: %w", err)
+	}
+	if len(data) > MaxBodyBytes {
+		return nil, fmt.Errorf("capo-agent's answer exceeds %d bytes", MaxBodyBytes)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e ErrorResponse
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("capo-agent: %s", e.Error)
+		}
+		return nil, fmt.Errorf("capo-agent answered %s", resp.Status)
+	}
+	var out ReserveResponse
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("capo-agent's answer is not valid: %w", err)
+	}
+	switch out.Outcome {
+	case Reserved, NotSelected, NodeNotOptedIn, NothingToReserve:
+		return &out, nil
+	}
+	return nil, fmt.Errorf("capo-agent answered an unknown outcome %q", out.Outcome)
+}

@@ -1,0 +1,58 @@
+// Package wire is the one place the request and response between capo-ipam
+// and capo-agent are defined; both sides import it. HTTP+JSON on a unix
+// socket, bodies read through a size limit.
+package wire
+
+// DefaultSocket is where the agent listens on the host.
+const DefaultSocket = "/var/run/capo/agent.sock"
+
+// ReservePath is the one endpoint capo-ipam calls.
+const ReservePath = "/v1/reserve"
+
+// MaxBodyBytes bounds every body either side reads.
+const MaxBodyBytes = 64 << 10
+
+// PodRef names a pod as the runtime's CNI_ARGS give it.
+type PodRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// ReserveRequest asks the agent to reserve a torn-down sandbox's addresses
+// if its pod is selected.
+type ReserveRequest struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	Network     string `json:"network"` // conflist name; Calico's handle is <network>.<containerID>
+	Pod         PodRef `json:"pod"`
+	// RecordedIPs are what capo-ipam saw the delegate assign at ADD, if it
+	// recorded them; otherwise the agent reads Calico's handle.
+	RecordedIPs []string `json:"recordedIPs,omitempty"`
+}
+
+// Handle is Calico's IPAM handle for the sandbox.
+func (r *ReserveRequest) Handle() string { return r.Network + "." + r.ContainerID }
+
+// Outcome tells capo-ipam the release may go ahead, and why.
+type Outcome string
+
+const (
+	Reserved         Outcome = "reserved"
+	NotSelected      Outcome = "not-selected"
+	NodeNotOptedIn   Outcome = "node-not-opted-in"
+	NothingToReserve Outcome = "nothing-to-reserve" // the handle holds no addresses (already released)
+)
+
+// ReserveResponse is the agent's answer; any of its outcomes means the
+// delegate may release.
+type ReserveResponse struct {
+	Outcome Outcome  `json:"outcome"`
+	IPs     []string `json:"ips,omitempty"`
+	Rule    string   `json:"rule,omitempty"`
+}
+
+// ErrorResponse is sent with a non-200 status.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
