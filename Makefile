@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/capo-net/capo/pkg/version.Version=$(VERSION)
 export GONOSUMDB := github.com/projectcalico,k8s.io
 export CGO_ENABLED := 0
 
-BINARIES := capo-ipam
+BINARIES := capo-ipam capo-agent
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
@@ -19,6 +19,9 @@ build: $(addprefix bin/,$(BINARIES))
 
 bin/capo-ipam:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./plugin/cmd/capo-ipam
+
+bin/capo-agent:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/capo-agent
 
 ## test: everything CI gates on: lint, unit tests with -race, end-to-end (root).
 test: lint unit e2e

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // PluginType is the ipam type that selects capo-ipam in a Calico netconf.
@@ -42,6 +45,9 @@ type IPAMConf struct {
 	DelegateTimeout Duration        `json:"delegate_timeout,omitempty"`
 	LogLevel        string          `json:"log_level,omitempty"`
 	LogFile         string          `json:"log_file,omitempty"`
+	AgentSocket     string          `json:"agent_socket,omitempty"`
+	AgentTimeout    Duration        `json:"agent_timeout,omitempty"`
+	StateDir        string          `json:"state_dir,omitempty"`
 
 	delegateType string
 }
@@ -50,7 +56,13 @@ type IPAMConf struct {
 // most likely meant for the delegate.
 var knownIPAMKeys = map[string]bool{
 	"type": true, "delegate": true, "delegate_timeout": true, "log_level": true, "log_file": true,
+	"agent_socket": true, "agent_timeout": true, "state_dir": true,
 }
+
+// DefaultAgentTimeout is how long a DEL waits for the agent before it
+// journals the release instead: short against the runtime's patience, long
+// against one datastore write.
+const DefaultAgentTimeout = 10 * time.Second
 
 // ParseNetConf reads stdin. Errors say what is wrong and how to fix it.
 func ParseNetConf(stdin []byte) (*NetConf, error) {
@@ -155,6 +167,15 @@ func (c *NetConf) parseIPAM(block []byte) error {
 	c.IPAM.delegateType = d.Type
 	if c.IPAM.DelegateTimeout <= 0 {
 		c.IPAM.DelegateTimeout = Duration(DefaultDelegateTimeout)
+	}
+	if c.IPAM.AgentTimeout <= 0 {
+		c.IPAM.AgentTimeout = Duration(DefaultAgentTimeout)
+	}
+	if c.IPAM.AgentSocket == "" {
+		c.IPAM.AgentSocket = wire.DefaultSocket
+	}
+	if c.IPAM.StateDir == "" {
+		c.IPAM.StateDir = journal.DefaultStateDir
 	}
 	return nil
 }

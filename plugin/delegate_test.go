@@ -40,7 +40,9 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 	dir := script(t, "fake-ipam", `cat > `+out+`.stdin; env > `+out+`.env; printf '{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.1.2.3/32"}]}'`)
 	d := &ExecDelegate{Paths: []string{"/nonexistent", dir}, Env: []string{"CNI_COMMAND=VERSION", "CNI_CONTAINERID=abc", "CNI_ARGS=K8S_POD_NAME=p"}}
 	var stdout bytes.Buffer
-	if err := add(context.Background(), mustConf(t, testConf), d, &stdout); err != nil {
+	j := &fakeJournal{}
+	args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0"}
+	if err := add(context.Background(), args, mustConf(t, testConf), d, j, &stdout); err != nil {
 		t.Fatal(err)
 	}
 	if got := stdout.String(); got != `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.1.2.3/32"}]}` {
@@ -49,6 +51,9 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 	stdin, _ := os.ReadFile(out + ".stdin")
 	if string(stdin) != `{"cniVersion":"0.3.1","name":"net1","ipam":{"type":"fake-ipam","k":1}}` {
 		t.Fatalf("delegate stdin = %s", stdin)
+	}
+	if got := j.addrs["net1/abc/eth0"]; len(got) != 1 || got[0] != "10.1.2.3" {
+		t.Fatalf("ADD recorded %v", j.addrs)
 	}
 	env, _ := os.ReadFile(out + ".env")
 	for _, want := range []string{"CNI_COMMAND=ADD\n", "CNI_CONTAINERID=abc\n", "CNI_ARGS=K8S_POD_NAME=p\n"} {
@@ -64,7 +69,7 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 func TestDelegateCNIErrorKeepsCode(t *testing.T) {
 	dir := script(t, "fake-ipam", `printf '{"cniVersion":"0.3.1","code":11,"msg":"datastore busy","details":"d"}'; exit 1`)
 	d := &ExecDelegate{Paths: []string{dir}}
-	err := del(context.Background(), mustConf(t, testConf), d)
+	_, err := d.Invoke(context.Background(), "DEL", mustConf(t, testConf))
 	var e *types.Error
 	if !errors.As(err, &e) || e.Code != 11 || e.Msg != "delegate fake-ipam DEL: datastore busy" || e.Details != "d" {
 		t.Fatalf("err = %#v", err)
@@ -82,7 +87,8 @@ func TestDelegateFailureWithoutCNIError(t *testing.T) {
 
 func TestDelegateMissing(t *testing.T) {
 	d := &ExecDelegate{Paths: []string{t.TempDir()}}
-	err := blocking(del(context.Background(), mustConf(t, testConf), d))
+	_, err := d.Invoke(context.Background(), "DEL", mustConf(t, testConf))
+	err = blocking(err)
 	if err == nil || !strings.Contains(err.Error(), `delegate plugin "fake-ipam" is missing from CNI_PATH`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -101,7 +107,7 @@ func TestDelegateHangHitsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
 	defer cancel()
 	start := time.Now()
-	err := add(ctx, conf, d, &bytes.Buffer{})
+	err := add(ctx, &skel.CmdArgs{}, conf, d, &fakeJournal{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
 		t.Fatalf("err = %v", err)
 	}

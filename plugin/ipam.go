@@ -15,7 +15,12 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // SupportedVersions are the CNI versions Calico's conflists use.
@@ -58,7 +63,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
 	defer cancel()
-	return add(ctx, conf, d, os.Stdout)
+	return add(ctx, args, conf, d, journal.Dir{Root: conf.IPAM.StateDir}, os.Stdout)
 }
 
 func cmdDel(args *skel.CmdArgs) error {
@@ -67,9 +72,17 @@ func cmdDel(args *skel.CmdArgs) error {
 		return blocking(err)
 	}
 	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
+	// The agent's deadline runs inside this one; the delegate gets its own.
+	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.AgentTimeout.D()+conf.IPAM.DelegateTimeout.D())
 	defer cancel()
-	return blocking(del(ctx, conf, d))
+	deps := delDeps{
+		agent:    wire.NewClient(conf.IPAM.AgentSocket),
+		delegate: d,
+		journal:  journal.Dir{Root: conf.IPAM.StateDir},
+		rollback: parentIsAdding(),
+		env:      cniEnv(),
+	}
+	return blocking(del(ctx, args, conf, deps))
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
@@ -84,26 +97,46 @@ func cmdCheck(args *skel.CmdArgs) error {
 }
 
 // add returns the delegate's result unchanged: stdout carries it verbatim.
-func add(ctx context.Context, conf *NetConf, d Delegate, stdout io.Writer) error {
+// The addresses are recorded for the DEL; if that fails the DEL reads
+// Calico's handle instead, so the ADD does not fail for it.
+func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j Journal, stdout io.Writer) error {
 	out, err := d.Invoke(ctx, "ADD", conf)
 	if err != nil {
 		slog.Error("ADD failed", "err", err)
 		return err
 	}
+	ips, err := resultIPs(conf.CNIVersion, out)
+	if err == nil {
+		err = j.RecordAddrs(conf.Name, args.ContainerID, args.IfName, ips)
+	}
+	if err != nil {
+		slog.Warn("could not record the ADD's addresses; DEL will read Calico's handle", "err", err)
+	}
 	if _, err := stdout.Write(out); err != nil {
 		return fmt.Errorf("writing the result: %w", err)
 	}
-	slog.Info("ADD delegated", "delegate", conf.DelegateType())
+	slog.Info("ADD delegated", "delegate", conf.DelegateType(), "ips", ips)
 	return nil
 }
 
-func del(ctx context.Context, conf *NetConf, d Delegate) error {
-	if _, err := d.Invoke(ctx, "DEL", conf); err != nil {
-		slog.Error("DEL failed", "err", err)
-		return err
+// resultIPs reads the addresses from a delegate result of any CNI version.
+func resultIPs(cniVersion string, out []byte) ([]string, error) {
+	if cniVersion == "" {
+		cniVersion = "0.1.0"
 	}
-	slog.Info("DEL delegated", "delegate", conf.DelegateType())
-	return nil
+	r, err := create.Create(cniVersion, out)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := current.NewResultFromResult(r)
+	if err != nil {
+		return nil, err
+	}
+	var ips []string
+	for _, ip := range cur.IPs {
+		ips = append(ips, ip.Address.IP.String())
+	}
+	return ips, nil
 }
 
 func check(ctx context.Context, conf *NetConf, d Delegate) error {

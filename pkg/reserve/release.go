@@ -88,3 +88,19 @@ func (s *CalicoStore) List(ctx context.Context) ([]Entry, error) {
 	slices.SortFunc(out, func(a, b Entry) int { return compareIP(a.IP, b.IP) })
 	return out, nil
 }
+
+// ListNode returns the addresses held for one node, reading only its objects.
+func (s *CalicoStore) ListNode(ctx context.Context, node string) ([]Entry, error) {
+	objs, err := s.loadNode(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, o := range objs {
+		for _, e := range o.shard.entries {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return compareIP(a.IP, b.IP) })
+	return out, nil
+}

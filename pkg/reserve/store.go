@@ -19,6 +19,7 @@ type Store interface {
 	Reserve(ctx context.Context, node string, entries []Entry) (*Result, error)
 	Release(ctx context.Context, node string, ips []string) ([]string, error)
 	List(ctx context.Context) ([]Entry, error)
+	ListNode(ctx context.Context, node string) ([]Entry, error)
 }
 
 // Result says which addresses a Reserve added and which were already held.

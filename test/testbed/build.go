@@ -17,6 +17,7 @@ type Binaries struct {
 	Etcd, KubeAPIServer string // from test/tools, pinned there
 	Calico              string // the calico CNI binary; calico-ipam is the same file under another name
 	CapoIPAM            string // built from this checkout on every run
+	CapoAgent           string // likewise
 }
 
 // RepoRoot is the directory of capo's go.mod.
@@ -65,6 +66,7 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 		KubeAPIServer: filepath.Join(cache, "servers-"+toolsKey, "kube-apiserver"),
 		Calico:        filepath.Join(cache, "calico-"+calicoKey, "calico"),
 		CapoIPAM:      filepath.Join(workDir, "capo-ipam"),
+		CapoAgent:     filepath.Join(workDir, "capo-agent"),
 	}
 	steps := []struct{ dir, pkg, out string }{
 		{tools, "go.etcd.io/etcd/server/v3", b.Etcd},
@@ -76,8 +78,10 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 			return nil, err
 		}
 	}
-	if err := goBuild(root, "./plugin/cmd/capo-ipam", b.CapoIPAM); err != nil {
-		return nil, err
+	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent} {
+		if err := goBuild(root, pkg, out); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }

@@ -45,7 +45,12 @@ func (e *Env) ConflistWith(mode IPAM, extra map[string]any) []byte {
 	}
 	switch mode {
 	case Capo:
-		calico["ipam"] = map[string]any{"type": "capo-ipam", "delegate": map[string]any{"type": "calico-ipam"}}
+		calico["ipam"] = map[string]any{
+			"type":         "capo-ipam",
+			"delegate":     map[string]any{"type": "calico-ipam"},
+			"agent_socket": e.AgentSocket(),
+			"state_dir":    e.StateDir(),
+		}
 	default:
 		calico["ipam"] = map[string]any{"type": "calico-ipam"}
 	}

@@ -36,6 +36,7 @@ type Env struct {
 	Calico    clientv3.Interface
 	Kube      kubernetes.Interface
 	Dir       string
+	Agent     *Agent // the node's capo-agent, unless EnvOptions.NoAgent
 
 	logOnce sync.Once
 	log     *os.File
@@ -44,6 +45,10 @@ type Env struct {
 // EnvOptions shape an Env. The zero value is a /26 pool in one block.
 type EnvOptions struct {
 	PoolPrefix int // size of the pool, e.g. 29 for 8 addresses; default 26
+	// OptIn annotates the node and labels the namespace before the agent
+	// starts, so its first look already sees them.
+	OptIn   bool
+	NoAgent bool // do not start capo-agent for the node
 }
 
 // NewEnv makes a fresh node, pool and namespace; t.Cleanup tears down every
@@ -68,6 +73,13 @@ func (b *Bed) NewEnv(t testing.TB, ds Datastore, opts EnvOptions) *Env {
 		t.Fatalf("testbed env %s on %s: %v", e.ID, ds, err)
 	}
 	t.Cleanup(func() { e.teardown() })
+	if opts.OptIn {
+		e.OptInNode()
+		e.EnableNamespace()
+	}
+	if !opts.NoAgent {
+		e.Agent = e.StartAgent()
+	}
 	return e
 }
 

@@ -91,15 +91,29 @@ func TestNoIPAMIsACNIErrorOnDel(t *testing.T) {
 	}
 }
 
-func TestMissingDelegateOnDelBlocksWithoutSwallowedWords(t *testing.T) {
-	env := []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=c1", "CNI_IFNAME=eth0", "CNI_PATH=" + t.TempDir()}
-	out, stderr, code := run(t, `{"cniVersion":"0.3.1","name":"n","ipam":{"type":"capo-ipam"}}`, env...)
-	e := decodeErr(t, out)
-	if code != 1 || !strings.Contains(e.Msg, `"calico-ipam" is missing from CNI_PATH`) || strings.Contains(e.Msg, "not found") {
-		t.Fatalf("exit %d, error %+v", code, e)
+func TestDelWithAgentDownIsJournaledNotReleased(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "delegate-ran")
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(stderr, `"level":"ERROR"`) {
-		t.Fatalf("expected a structured log line on stderr, got %q", stderr)
+	// A delegate that leaves a mark: it must not run while the agent is down.
+	if err := os.WriteFile(filepath.Join(bin, "calico-ipam"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := `{"cniVersion":"0.3.1","name":"n","ipam":{"type":"capo-ipam","agent_socket":"` + filepath.Join(dir, "no-agent.sock") + `","state_dir":"` + dir + `"}}`
+	env := []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=c1", "CNI_IFNAME=eth0", "CNI_PATH=" + bin, "CNI_ARGS=K8S_POD_NAMESPACE=a;K8S_POD_NAME=b"}
+	out, stderr, code := run(t, conf, env...)
+	if code != 0 || out != "" {
+		t.Fatalf("exit %d stdout %q stderr %s", code, out, stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the delegate released the address while the agent was down")
+	}
+	records, _ := filepath.Glob(filepath.Join(dir, "pending", "*.json"))
+	if len(records) != 1 || !strings.Contains(stderr, "DEL journaled") {
+		t.Fatalf("records %v, stderr %s", records, stderr)
 	}
 }
 

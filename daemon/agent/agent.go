@@ -1,0 +1,178 @@
+// Package agent is capo-agent, one per node: it decides whether a torn-down
+// sandbox's addresses are reserved, writes the reservation, and replays the
+// DELs capo-ipam journaled while it could not answer.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
+)
+
+// Options are the agent's settings, from flags and the environment.
+type Options struct {
+	NodeName        string
+	Socket          string
+	StateDir        string
+	MetricsAddr     string
+	ConfigNamespace string
+	ConfigMap       string
+	DrainInterval   time.Duration
+	CNIBinDir       string // where the delegate lives as the agent sees it; "" = as recorded
+}
+
+// Agent wires the parts; Run starts them.
+type Agent struct {
+	opts    Options
+	kube    kubernetes.Interface
+	calico  clientv3.Interface
+	store   reserve.Store
+	config  *config.Holder
+	metrics *metrics
+	facts   Facts
+	ipam    IPAM
+	batcher *reserve.Batcher
+	journal journal.Dir
+	release Releaser
+	now     func() time.Time
+	ready   atomic.Bool
+}
+
+// New builds an agent on real clients.
+func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Agent {
+	a := &Agent{
+		opts:    opts,
+		kube:    kube,
+		calico:  calico,
+		store:   reserve.NewCalicoStore(calico, reserve.DefaultLimits),
+		config:  config.NewHolder(config.Default()),
+		metrics: newMetrics(),
+		ipam:    calico.IPAM(),
+		journal: journal.Dir{Root: opts.StateDir},
+		now:     time.Now,
+	}
+	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
+	facts.onNodeChange(func(n *corev1.Node) {
+		in := 0.0
+		if selection.NodeOptedIn(objectOf(n)) {
+			in = 1
+		}
+		a.metrics.nodeOptedIn.Set(in)
+	})
+	a.facts = facts
+	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return a.config.Get().ReserveTimeout })
+	a.release = &execReleaser{cniBinDir: opts.CNIBinDir}
+	return a
+}
+
+// Run serves until ctx ends. The socket opens only once the caches have
+// synced, so no DEL is decided on an empty cache; until then capo-ipam
+// journals, which is safe.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	go func() { errc <- a.serveMetrics(ctx) }()
+	configSynced := config.Watch(ctx, a.kube, a.opts.ConfigNamespace, a.opts.ConfigMap, a.config, a.onConfig)
+	go a.batcher.Run(ctx)
+	if f, ok := a.facts.(*informerFacts); ok && !f.run(ctx) {
+		return errors.New("informer caches did not sync")
+	}
+	for !configSynced() {
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return nil
+		}
+	}
+	l, err := listenSocket(a.opts.Socket)
+	if err != nil {
+		return err
+	}
+	go func() { errc <- a.serveSocket(ctx, l) }()
+	go a.drainLoop(ctx)
+	go a.countLoop(ctx)
+	a.ready.Store(true)
+	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+func (a *Agent) onConfig(err error) {
+	if err != nil {
+		a.metrics.configReloads.WithLabelValues("error").Inc()
+		return
+	}
+	a.metrics.configReloads.WithLabelValues("success").Inc()
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on their own port.
+func (a *Agent) serveMetrics(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready.Load() {
+			http.Error(w, "caches not synced or socket not open", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	srv := &http.Server{Addr: a.opts.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	l, err := net.Listen("tcp", a.opts.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// countLoop keeps the reserved-addresses gauge current.
+func (a *Agent) countLoop(ctx context.Context) {
+	for {
+		a.countReserved(ctx)
+		if sleep(ctx, 30*time.Second) != nil {
+			return
+		}
+	}
+}
+
+func (a *Agent) countReserved(ctx context.Context) {
+	entries, err := a.store.ListNode(ctx, a.opts.NodeName)
+	if err != nil {
+		slog.Warn("counting reservations", "err", err)
+		return
+	}
+	a.metrics.reservedIPs.Set(float64(len(entries)))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

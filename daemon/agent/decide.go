@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// IPAM is the part of Calico IPAM the agent reads.
+type IPAM interface {
+	IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error)
+}
+
+// decide answers one teardown: reserve the sandbox's addresses if its pod
+// is selected, or say why not. An error means no answer: the caller keeps
+// the address allocated (capo-ipam journals; the drain retries).
+func (a *Agent) decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+	start := a.now()
+	pod := a.facts.Pod(ctx, req.Pod)
+	d := selection.Decide(objectOf(a.facts.Node()), objectOf(a.facts.Namespace(req.Pod.Namespace)), objectOf(pod), a.config.Get().Selectors)
+	switch d.Outcome {
+	case selection.NodeNotOptedIn:
+		return &wire.ReserveResponse{Outcome: wire.NodeNotOptedIn, Rule: d.Rule}, nil
+	case selection.NotSelected:
+		return &wire.ReserveResponse{Outcome: wire.NotSelected, Rule: d.Rule}, nil
+	}
+	ips, err := a.addresses(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(ips) == 0 {
+		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "handle " + req.Handle() + " holds no addresses (already released)"}, nil
+	}
+	entries := make([]reserve.Entry, 0, len(ips))
+	for _, ip := range ips {
+		entries = append(entries, entryFor(ip, req, pod, a.now()))
+	}
+	res, err := a.batcher.Reserve(ctx, entries)
+	if err != nil {
+		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
+	}
+	a.metrics.reserveSeconds.Observe(a.now().Sub(start).Seconds())
+	slog.Info("reserved", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
+	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: d.Rule}, nil
+}
+
+// addresses are what capo-ipam recorded at ADD, else what Calico's handle
+// holds. A missing handle means nothing is allocated any more.
+func (a *Agent) addresses(ctx context.Context, req *wire.ReserveRequest) ([]string, error) {
+	if len(req.RecordedIPs) > 0 {
+		for _, ip := range req.RecordedIPs {
+			if net.ParseIP(ip) == nil {
+				return nil, fmt.Errorf("recorded address %q is not an IP", ip)
+			}
+		}
+		return req.RecordedIPs, nil
+	}
+	got, err := a.ipam.IPsByHandle(ctx, req.Handle())
+	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Calico handle %s: %w", req.Handle(), err)
+	}
+	out := make([]string, 0, len(got))
+	for _, ip := range got {
+		out = append(out, ip.String())
+	}
+	return out, nil
+}
+
+func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Time) reserve.Entry {
+	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC()}
+	if pod != nil {
+		e.PodUID = string(pod.UID)
+		if ref := metav1.GetControllerOf(pod); ref != nil {
+			e.OwnerKind, e.OwnerName, e.OwnerUID = ref.Kind, ref.Name, string(ref.UID)
+		}
+	}
+	return e
+}
+
+// objectOf is the selection view of an object; nil stays nil (unknown).
+func objectOf[T any, P interface {
+	*T
+	metav1.Object
+}](p P) *selection.Object {
+	if p == nil {
+		return nil
+	}
+	return &selection.Object{Labels: p.GetLabels(), Annotations: p.GetAnnotations()}
+}

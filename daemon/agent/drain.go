@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/plugin"
+)
+
+// Releaser runs the delegate's DEL for a journaled record.
+type Releaser interface {
+	Release(ctx context.Context, rec *journal.Record) error
+}
+
+// execReleaser replays the DEL through the delegate binary, with the netconf
+// and CNI arguments the runtime gave capo-ipam.
+type execReleaser struct {
+	cniBinDir string
+}
+
+func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
+	conf, err := plugin.ParseNetConf(rec.Netconf)
+	if err != nil {
+		return fmt.Errorf("journaled netconf: %w", err)
+	}
+	paths := filepath.SplitList(rec.Env["CNI_PATH"])
+	if r.cniBinDir != "" {
+		paths = []string{r.cniBinDir}
+	}
+	// A clean environment, as a runtime gives: the agent's own datastore
+	// settings must not leak into calico-ipam.
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for k, v := range rec.Env {
+		if strings.HasPrefix(k, "CNI_") {
+			env = append(env, k+"="+v)
+		}
+	}
+	d := &plugin.ExecDelegate{Paths: paths, Env: env}
+	ctx, cancel := context.WithTimeout(ctx, conf.IPAM.DelegateTimeout.D())
+	defer cancel()
+	_, err = d.Invoke(ctx, "DEL", conf)
+	return err
+}
+
+func (a *Agent) drainLoop(ctx context.Context) {
+	for {
+		a.drain(ctx)
+		if sleep(ctx, a.opts.DrainInterval) != nil {
+			return
+		}
+	}
+}
+
+// drain replays every journaled DEL: reserve first, then release. A record
+// goes only when both have succeeded; otherwise it stays for the next pass.
+func (a *Agent) drain(ctx context.Context) {
+	entries, err := a.journal.Pending()
+	if err != nil {
+		slog.Error("reading the journal", "dir", a.opts.StateDir, "err", err)
+		return
+	}
+	a.metrics.journalDepth.Set(float64(len(entries)))
+	left := len(entries)
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		if e.Err != nil {
+			slog.Error("journal record needs an operator", "err", e.Err)
+			continue
+		}
+		if a.replay(ctx, e.Name, e.Record) {
+			left--
+		}
+	}
+	a.metrics.journalDepth.Set(float64(left))
+}
+
+func (a *Agent) replay(ctx context.Context, name string, rec *journal.Record) bool {
+	if rec.Attempts == 0 {
+		a.metrics.decisions.WithLabelValues("journaled", "journal").Inc()
+	}
+	fail := func(step string, err error) bool {
+		rec.Attempts++
+		if uerr := a.journal.Update(name, rec); uerr != nil {
+			slog.Warn("updating journal record", "record", name, "err", uerr)
+		}
+		slog.Error("journaled DEL not replayed yet; the address stays allocated", "step", step, "record", name, "attempts", rec.Attempts, "err", err)
+		return false
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.config.Get().ReserveTimeout)
+	resp, err := a.decide(dctx, &rec.Request)
+	cancel()
+	if err != nil {
+		a.metrics.decisions.WithLabelValues("failed", "journal").Inc()
+		return fail("reserve", err)
+	}
+	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "journal").Inc()
+	if err := a.release.Release(ctx, rec); err != nil {
+		a.metrics.releases.WithLabelValues("error").Inc()
+		return fail("release", err)
+	}
+	a.metrics.releases.WithLabelValues("success").Inc()
+	r := rec.Request
+	if err := a.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
+		slog.Warn("removing ADD record", "err", err)
+	}
+	if err := a.journal.Remove(name); err != nil {
+		slog.Error("removing replayed journal record", "record", name, "err", err)
+		return false
+	}
+	slog.Info("journaled DEL replayed", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "outcome", resp.Outcome, "ips", resp.IPs,
+		"waited", time.Since(rec.Created).Round(time.Second))
+	return true
+}

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the agent's, on their own registry. Labels are bounded: an
+// outcome, a path, a result; never a pod or an address.
+type metrics struct {
+	reg            *prometheus.Registry
+	decisions      *prometheus.CounterVec
+	reserveSeconds prometheus.Histogram
+	journalDepth   prometheus.Gauge
+	reservedIPs    prometheus.Gauge
+	configReloads  *prometheus.CounterVec
+	releases       *prometheus.CounterVec
+	nodeOptedIn    prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_del_decisions_total",
+			Help: "Sandbox teardowns by outcome (reserved, not-selected, node-not-opted-in, nothing-to-reserve, journaled, failed) and path (socket: live DEL; journal: replayed).",
+		}, []string{"outcome", "path"}),
+		reserveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "capo_agent_reserve_duration_seconds",
+			Help:    "Time to decide and write one teardown's reservation.",
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		journalDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agent_journal_depth",
+			Help: "DELs capo-ipam journaled while the agent could not answer, not yet replayed.",
+		}),
+		reservedIPs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agent_reserved_ips",
+			Help: "Addresses held in this node's reservations.",
+		}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_config_reloads_total",
+			Help: "Config loads by result (success, error); on error the last good config stays in force.",
+		}, []string{"result"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_journal_releases_total",
+			Help: "Journaled DELs replayed through the delegate, by result.",
+		}, []string{"result"}),
+		nodeOptedIn: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agent_node_opted_in",
+			Help: "1 when this node carries the opt-in annotation, as the agent sees it.",
+		}),
+	}
+	m.reg.MustRegister(m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// maxInFlight bounds concurrent requests; past it the agent answers 503 at
+// once and capo-ipam journals, rather than piling up goroutines.
+const maxInFlight = 512
+
+// listenSocket opens the unix socket: directory created, a stale socket
+// from a dead agent removed, a live agent's socket left alone, mode 0600.
+func listenSocket(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket; remove it", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another agent is serving %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing stale socket: %w", err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (a *Agent) serveSocket(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler: a.socketHandler(),
+		// A slow or stuck client must not hold a connection for long.
+		ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout:       5 * time.Second,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       10 * time.Second,
+		MaxHeaderBytes:    8 << 10,
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (a *Agent) socketHandler() http.Handler {
+	sem := make(chan struct{}, maxInFlight)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+wire.ReservePath, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			writeError(w, http.StatusServiceUnavailable, "agent busy")
+			return
+		}
+		a.handleReserve(w, r)
+	})
+	return mux
+}
+
+func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
+	var req wire.ReserveRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request is not a valid reserve request: "+err.Error())
+		return
+	}
+	if req.ContainerID == "" || req.Network == "" {
+		writeError(w, http.StatusBadRequest, "request lacks containerID or network")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.config.Get().ReserveTimeout)
+	defer cancel()
+	resp, err := a.decide(ctx, &req)
+	if err != nil {
+		a.metrics.decisions.WithLabelValues("failed", "socket").Inc()
+		slog.Error("teardown not decided; capo-ipam will journal it", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "container", req.ContainerID, "err", err)
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "socket").Inc()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(wire.ErrorResponse{Error: msg})
+}

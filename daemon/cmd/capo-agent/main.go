@@ -1,0 +1,126 @@
+// Command capo-agent runs on every node (DaemonSet): it reserves a selected
+// pod's addresses before capo-ipam lets calico-ipam release them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/capo-net/capo/daemon/agent"
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/version"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	opts, logLevel, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel})).With("component", "capo-agent"))
+	kube, err := kubeClient()
+	if err != nil {
+		slog.Error("kubernetes client", "err", err)
+		return 1
+	}
+	cfg, err := apiconfig.LoadClientConfigFromEnvironment()
+	if err != nil {
+		slog.Error("calico datastore settings (DATASTORE_TYPE, KUBECONFIG, ETCD_ENDPOINTS, ...)", "err", err)
+		return 1
+	}
+	calico, err := clientv3.New(*cfg)
+	if err != nil {
+		slog.Error("calico client", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	slog.Info("starting", "version", version.Version, "node", opts.NodeName, "datastore", cfg.Spec.DatastoreType)
+	if err := agent.New(opts, kube, calico).Run(ctx); err != nil {
+		slog.Error("capo-agent stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string) (agent.Options, slog.Level, error) {
+	fs := flag.NewFlagSet("capo-agent", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `capo-agent %s: reserves a selected pod's Calico addresses before they are released.
+
+The Calico datastore is configured the way calico-node's is, from the
+environment: DATASTORE_TYPE (kubernetes or etcdv3), KUBECONFIG,
+ETCD_ENDPOINTS, ETCD_KEY_FILE, ETCD_CERT_FILE, ETCD_CA_CERT_FILE. The
+Kubernetes API is reached through KUBECONFIG, or in-cluster credentials.
+
+Flags:
+`, version.Version)
+		fs.PrintDefaults()
+	}
+	var o agent.Options
+	level := "info"
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODENAME"), "this node's name (env NODENAME)")
+	fs.StringVar(&o.Socket, "socket", wire.DefaultSocket, "unix socket capo-ipam calls")
+	fs.StringVar(&o.StateDir, "state-dir", journal.DefaultStateDir, "host directory holding capo-ipam's journal and ADD records")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9467", "address serving /metrics, /healthz and /readyz")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", envOr("POD_NAMESPACE", "kube-system"), "namespace of the config ConfigMap (env POD_NAMESPACE)")
+	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
+	fs.DurationVar(&o.DrainInterval, "drain-interval", 10*time.Second, "how often journaled DELs are replayed")
+	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "where the delegate IPAM plugin is, as this process sees it; empty means the recorded CNI_PATH")
+	fs.StringVar(&level, "log-level", level, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return o, 0, err
+	}
+	if o.NodeName == "" {
+		return o, 0, fmt.Errorf("capo-agent: --node-name or NODENAME is required")
+	}
+	if o.DrainInterval < time.Second {
+		return o, 0, fmt.Errorf("capo-agent: --drain-interval %s is below 1s", o.DrainInterval)
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return o, 0, fmt.Errorf("capo-agent: --log-level: %w", err)
+	}
+	return o, l, nil
+}
+
+func kubeClient() (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kc := os.Getenv("KUBECONFIG"); kc != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kc)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "capo-agent/" + version.Version
+	return kubernetes.NewForConfig(cfg)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,140 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// Agent is the node agent as capo-ipam sees it.
+type Agent interface {
+	Reserve(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error)
+}
+
+// Journal is capo-ipam's durable on-host state.
+type Journal interface {
+	Write(r *journal.Record) (string, error)
+	RecordAddrs(network, containerID, ifName string, ips []string) error
+	Addrs(network, containerID, ifName string) []string
+	ForgetAddrs(network, containerID, ifName string) error
+}
+
+var (
+	_ Agent   = (*wire.Client)(nil)
+	_ Journal = journal.Dir{}
+)
+
+// delDeps are what a DEL needs besides the netconf; cmdDel builds the real ones.
+type delDeps struct {
+	agent    Agent
+	delegate Delegate
+	journal  Journal
+	rollback bool // Calico is undoing its own failed ADD
+	env      map[string]string
+}
+
+// del reserves, then releases. The release happens only after the agent has
+// answered; if it cannot answer, the DEL is journaled and succeeds without
+// releasing, so the address stays allocated until the agent replays it.
+func del(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) error {
+	if d.rollback {
+		// The sandbox never came up: its ADD is being rolled back. Nothing to keep.
+		slog.Info("DEL inside a failed ADD: releasing without reserving")
+		return release(ctx, args, conf, d)
+	}
+	req, err := reserveRequest(args, conf, d.journal)
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, conf.IPAM.AgentTimeout.D())
+	resp, err := d.agent.Reserve(actx, req)
+	cancel()
+	if err != nil {
+		return journalDel(args, conf, d, req, err)
+	}
+	slog.Info("agent answered", "outcome", resp.Outcome, "ips", resp.IPs, "rule", resp.Rule)
+	return release(ctx, args, conf, d)
+}
+
+// release runs the delegate's DEL and forgets the ADD record.
+func release(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) error {
+	if _, err := d.delegate.Invoke(ctx, "DEL", conf); err != nil {
+		slog.Error("DEL failed", "err", err)
+		return err
+	}
+	if err := d.journal.ForgetAddrs(conf.Name, args.ContainerID, args.IfName); err != nil {
+		slog.Warn("could not remove the ADD record", "err", err)
+	}
+	slog.Info("DEL delegated", "delegate", conf.DelegateType())
+	return nil
+}
+
+// journalDel records the DEL for the agent and reports success without
+// releasing. Only a journal that cannot be written fails the DEL: then
+// nothing guarantees the reservation, so the runtime must retry.
+func journalDel(args *skel.CmdArgs, conf *NetConf, d delDeps, req *wire.ReserveRequest, agentErr error) error {
+	rec := &journal.Record{Created: time.Now().UTC(), Request: *req, Netconf: conf.Raw(), Env: d.env, Why: agentErr.Error()}
+	name, err := d.journal.Write(rec)
+	if err != nil {
+		return fmt.Errorf("capo-agent gave no answer (%v) and the DEL could not be journaled in %s (%v): the address stays allocated; check the agent and the state dir, the runtime will retry", agentErr, conf.IPAM.StateDir, err)
+	}
+	slog.Warn("agent gave no answer: DEL journaled, address kept allocated until the agent replays it", "err", agentErr, "record", name)
+	return nil
+}
+
+// k8sArgs are the CNI_ARGS the kubelet's runtime sets.
+type k8sArgs struct {
+	types.CommonArgs
+	K8S_POD_NAMESPACE types.UnmarshallableString //nolint:revive // names fixed by the runtime
+	K8S_POD_NAME      types.UnmarshallableString //nolint:revive
+	K8S_POD_UID       types.UnmarshallableString //nolint:revive
+}
+
+func reserveRequest(args *skel.CmdArgs, conf *NetConf, j Journal) (*wire.ReserveRequest, error) {
+	var ka k8sArgs
+	if err := types.LoadArgs(args.Args, &ka); err != nil {
+		return nil, fmt.Errorf("reading CNI_ARGS %q: %w", args.Args, err)
+	}
+	return &wire.ReserveRequest{
+		ContainerID: args.ContainerID,
+		IfName:      args.IfName,
+		Network:     conf.Name,
+		Pod:         wire.PodRef{Namespace: string(ka.K8S_POD_NAMESPACE), Name: string(ka.K8S_POD_NAME), UID: string(ka.K8S_POD_UID)},
+		RecordedIPs: j.Addrs(conf.Name, args.ContainerID, args.IfName),
+	}, nil
+}
+
+// cniEnv is the part of the environment a replayed DEL needs.
+func cniEnv() map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{"CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"} {
+		out[k] = os.Getenv(k)
+	}
+	return out
+}
+
+// parentIsAdding reports whether our parent, the calico plugin, was started
+// for ADD. Calico rolls back a failed ADD by setting CNI_COMMAND=DEL in its
+// own environment and calling IPAM DEL; /proc shows the environment it was
+// started with. Unknown means no: a needless reservation is the safe error.
+func parentIsAdding() bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid()))
+	if err != nil {
+		return false
+	}
+	for _, kv := range strings.Split(string(data), "\x00") {
+		if kv == "CNI_COMMAND=ADD" {
+			return true
+		}
+	}
+	return false
+}

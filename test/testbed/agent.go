@@ -1,0 +1,178 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/selection"
+)
+
+// AgentSocket is where the env's capo-agent listens (the node's /var/run/capo).
+func (e *Env) AgentSocket() string { return filepath.Join(e.Dir, "run", "agent.sock") }
+
+// StateDir is the node's /var/lib/capo.
+func (e *Env) StateDir() string { return filepath.Join(e.Dir, "state") }
+
+// Journal is the node's journal, as capo-ipam writes it.
+func (e *Env) Journal() journal.Dir { return journal.Dir{Root: e.StateDir()} }
+
+// Agent is a running capo-agent process for the env's node.
+type Agent struct {
+	env         *Env
+	proc        *proc
+	MetricsAddr string
+}
+
+// StartAgent runs capo-agent for the env's node, configured as a DaemonSet
+// pod would be (NODENAME, Calico's datastore variables), and waits until it
+// is ready. Its config ConfigMap lives in the env's namespace.
+func (e *Env) StartAgent() *Agent {
+	e.T.Helper()
+	port, err := freePort()
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "NODENAME=" + e.Node, "POD_NAMESPACE=" + e.Namespace}
+	argv = append(argv, e.Bed.CalicoEnv(e.DS)...)
+	argv = append(argv, e.Bed.Bin.CapoAgent,
+		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr,
+		"--drain-interval=1s", "--log-level=debug")
+	a.proc, err = e.Bed.sp.start("capo-agent", filepath.Join(e.Dir, "agent.log"), argv...)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(a.Stop)
+	if err := waitHTTP(a.proc, "http://"+a.MetricsAddr+"/readyz", nil, "", 30*time.Second); err != nil {
+		e.T.Fatalf("capo-agent not ready (log %s): %v", filepath.Join(e.Dir, "agent.log"), err)
+	}
+	return a
+}
+
+// Stop ends the agent as a DaemonSet rollout would (SIGTERM).
+func (a *Agent) Stop() { a.proc.stop() }
+
+// Metric returns the sum of a metric's samples whose labels contain every
+// given label="value" pair.
+func (a *Agent) Metric(name string, labels ...string) float64 {
+	resp, err := http.Get("http://" + a.MetricsAddr + "/metrics")
+	if err != nil {
+		a.env.T.Fatalf("scraping agent metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.env.T.Fatal(err)
+	}
+	return SumMetric(string(b), name, labels...)
+}
+
+// WaitMetric waits until Metric(name, labels...) equals want.
+func (a *Agent) WaitMetric(want float64, name string, labels ...string) {
+	a.env.T.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := a.Metric(name, labels...)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.env.T.Fatalf("%s%v = %v, want %v", name, labels, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SumMetric adds up the samples of name in Prometheus text exposition whose
+// labels include every given label="value" pair.
+func SumMetric(text, name string, labels ...string) float64 {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		metric, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		base, lbls, _ := strings.Cut(metric, "{")
+		if base != name {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(lbls, l)
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil && match {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// OptInNode sets the node annotation that opts it in.
+func (e *Env) OptInNode() {
+	e.patch(func(ctx context.Context, p []byte) error {
+		_, err := e.Kube.CoreV1().Nodes().Patch(ctx, e.Node, types.MergePatchType, p, metav1.PatchOptions{})
+		return err
+	}, map[string]any{"metadata": map[string]any{"annotations": map[string]string{selection.NodeAnnotation: selection.Enabled}}})
+}
+
+// EnableNamespace sets Capo's namespace label on the env's namespace.
+func (e *Env) EnableNamespace() {
+	e.patch(func(ctx context.Context, p []byte) error {
+		_, err := e.Kube.CoreV1().Namespaces().Patch(ctx, e.Namespace, types.MergePatchType, p, metav1.PatchOptions{})
+		return err
+	}, map[string]any{"metadata": map[string]any{"labels": map[string]string{selection.NamespaceLabel: selection.Enabled}}})
+}
+
+// Evict does to a pod what the kubelet's node-pressure eviction does to the
+// API object: phase Failed, reason Evicted; the object stays, nothing is
+// deleted. The caller then tears the sandbox down with Del.
+func (e *Env) Evict(name string) {
+	e.T.Helper()
+	ctx := context.Background()
+	p, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodFailed
+	p.Status.Reason = "Evicted"
+	p.Status.Message = "The node was low on resource: memory."
+	if _, err := e.Kube.CoreV1().Pods(e.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatalf("evicting %s: %v", name, err)
+	}
+}
+
+// SetConfig writes the agent's ConfigMap (a CapoConfig in config.yaml).
+func (e *Env) SetConfig(yaml string) {
+	e.T.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "capo-config", Namespace: e.Namespace}, Data: map[string]string{"config.yaml": yaml}}
+	_, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
+		_, err = e.Kube.CoreV1().ConfigMaps(e.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		e.T.Fatalf("config: %v", err)
+	}
+}
+
+func (e *Env) patch(do func(context.Context, []byte) error, body map[string]any) {
+	e.T.Helper()
+	p, _ := json.Marshal(body)
+	if err := do(context.Background(), p); err != nil {
+		e.T.Fatalf("patch %s: %v", p, err)
+	}
+}
