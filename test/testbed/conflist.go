@@ -50,6 +50,7 @@ func (e *Env) ConflistWith(mode IPAM, extra map[string]any) []byte {
 			"delegate":     map[string]any{"type": "calico-ipam"},
 			"agent_socket": e.AgentSocket(),
 			"state_dir":    e.StateDir(),
+			"log_file":     filepath.Join(e.Dir, "capo-ipam.log"),
 		}
 	default:
 		calico["ipam"] = map[string]any{"type": "calico-ipam"}

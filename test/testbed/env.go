@@ -140,6 +140,12 @@ func (e *Env) pluginLog() io.Writer {
 	return e.log
 }
 
+// CapoIPAMLog is capo-ipam's log file so far.
+func (e *Env) CapoIPAMLog() string {
+	b, _ := os.ReadFile(filepath.Join(e.Dir, "capo-ipam.log"))
+	return string(b)
+}
+
 func (e *Env) teardown() {
 	ctx := context.Background()
 	if _, err := e.Calico.IPPools().Delete(ctx, "pool-"+e.ID, options.DeleteOptions{}); err != nil {

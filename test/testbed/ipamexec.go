@@ -35,7 +35,7 @@ func (e *Env) ExecIPAM(ctx context.Context, plugin, command string, netconf []by
 		Command:     command,
 		ContainerID: sb.ContainerID,
 		NetNS:       sb.NetNS,
-		IfName:      "eth0",
+		IfName:      sb.IfName,
 		PluginArgs:  sb.runtimeConf().Args,
 		Path:        e.Bed.CNIBinDir,
 	}

@@ -52,3 +52,24 @@ func (e *Env) DeletePod(name string, grace int64) {
 
 // PodUID is the UID of a pod object, for CNI_ARGS.
 func PodUID(p *corev1.Pod) types.UID { return p.UID }
+
+// WithOwner makes the pod controlled by a workload, as a StatefulSet's pods are.
+func WithOwner(kind, name string) PodOption {
+	return func(p *corev1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID("uid-" + kind + "-" + name), Controller: &yes}}
+	}
+}
+
+// StatefulPod is a pod as a StatefulSet creates it: Capo's default selector
+// matches its statefulset.kubernetes.io/pod-name label.
+func StatefulPod(set string) PodOption {
+	return func(p *corev1.Pod) {
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels["app"] = set
+		p.Labels["statefulset.kubernetes.io/pod-name"] = p.Name
+		WithOwner("StatefulSet", set)(p)
+	}
+}

@@ -26,6 +26,7 @@ type Sandbox struct {
 	Pod         *corev1.Pod
 	ContainerID string
 	NetNS       string // path, like /var/run/netns/<name>
+	IfName      string // eth0 unless a test changes it
 	IPs         []net.IP
 	conflist    *libcni.NetworkConfigList
 	cni         *libcni.CNIConfig
@@ -47,6 +48,7 @@ func (e *Env) NewSandbox(pod *corev1.Pod, conflist []byte) *Sandbox {
 		cni:         libcni.NewCNIConfigWithCacheDir([]string{e.Bed.CNIBinDir}, filepath.Join(e.Dir, "cni-cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.pluginLog()}, PluginDecoder: version.PluginDecoder{}}),
 	}
 	s.NetNS = filepath.Join(netnsDir, s.nsName)
+	s.IfName = "eth0"
 	if out, err := exec.Command("ip", "netns", "add", s.nsName).CombinedOutput(); err != nil {
 		e.T.Fatalf("ip netns add %s: %v: %s", s.nsName, err, out)
 	}
@@ -60,7 +62,7 @@ func (s *Sandbox) runtimeConf() *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{
 		ContainerID: s.ContainerID,
 		NetNS:       s.NetNS,
-		IfName:      "eth0",
+		IfName:      s.IfName,
 		Args: [][2]string{
 			{"IgnoreUnknown", "1"},
 			{"K8S_POD_NAMESPACE", s.Pod.Namespace},
