@@ -1,6 +1,9 @@
 package reserve
 
 import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +21,11 @@ func TestEntryRoundTrip(t *testing.T) {
 	if strings.Join(cidrs, ",") != "10.0.0.9/32,10.0.0.10/32,fd00::1/128" {
 		t.Fatalf("cidrs %v (want numeric order, v4 first)", cidrs)
 	}
-	if strings.ContainsAny(ann, `"\`) {
-		t.Fatalf("annotation would need JSON escaping: %s", ann)
+	if strings.ContainsAny(ann, `"\`) || !strings.HasPrefix(ann, packedV1) {
+		t.Fatalf("annotation not packed, or would need JSON escaping: %s", ann)
 	}
-	if s.size() != len(ann) {
-		t.Fatalf("size %d, encoded %d", s.size(), len(ann))
+	if _, text := s.encodeText(); s.size() != len(text) {
+		t.Fatalf("size %d, text %d", s.size(), len(text))
 	}
 	back, err := decodeShard("node-a", cidrs, ann)
 	if err != nil {
@@ -88,5 +91,33 @@ func TestShardName(t *testing.T) {
 	n0, n1 := ShardName(long, 0), ShardName(long+"b", 0)
 	if len(ShardName(long, 99)) > 253 || n0 == n1 {
 		t.Fatalf("long names: %d, distinct=%v", len(ShardName(long, 99)), n0 != n1)
+	}
+}
+
+func TestPackedAnnotation(t *testing.T) {
+	// 1000 reservations of one StatefulSet: the packed form is what Calico
+	// carries on every ADD, so it must be far smaller than the text.
+	s := &shard{entries: map[string]Entry{}}
+	for i := range 1000 {
+		ip := "10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250)
+		s.entries[ip] = Entry{IP: ip, Namespace: "kafka-prod", Pod: "broker-" + strconv.Itoa(i), PodUID: fmt.Sprintf("%08x-6a51-4c1e-9d3b-%012x", i*7919, i*104729),
+			Reason: ReasonCNIDel, ReservedAt: time.Unix(1_763_000_000+int64(i), 0), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"}
+	}
+	cidrs, ann := s.encode()
+	if _, text := s.encodeText(); len(ann)*3 > len(text) {
+		t.Fatalf("packed %d bytes from %d: want at least 3x smaller", len(ann), len(text))
+	}
+	back, err := decodeShard("n", cidrs, ann)
+	if err != nil || len(back.entries) != 1000 || back.entries["10.1.2.7"].Pod != "broker-507" {
+		t.Fatalf("round trip: %d entries, %v", len(back.entries), err)
+	}
+	for _, bad := range []string{"z1:!!!", "z1:" + base64.StdEncoding.EncodeToString([]byte("not deflate"))} {
+		if _, err := decodeShard("n", nil, bad); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+	// Plain text written by hand (or by an older capo) still reads.
+	if sh, err := decodeShard("n", []string{"10.0.0.1/32"}, "v1;10.0.0.1|a|b|c|cni-del|5|||"); err != nil || sh.entries["10.0.0.1"].Pod != "b" {
+		t.Fatalf("plain: %v %v", sh, err)
 	}
 }

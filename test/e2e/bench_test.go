@@ -67,12 +67,5 @@ func benchPair(b *testing.B, env *testbed.Env, podName, verb string) {
 		}
 	}
 	b.StopTimer()
-	p50p, p99p := testbed.Percentiles(vs[0].took)
-	p50c, p99c := testbed.Percentiles(vs[1].took)
-	b.ReportMetric(testbed.Ms(p50p), "plain-p50-ms")
-	b.ReportMetric(testbed.Ms(p99p), "plain-p99-ms")
-	b.ReportMetric(testbed.Ms(p50c), "capo-p50-ms")
-	b.ReportMetric(testbed.Ms(p99c), "capo-p99-ms")
-	b.ReportMetric(float64(p50c)/float64(p50p), "ratio-p50")
-	b.ReportMetric(float64(p99c)/float64(p99p), "ratio-p99")
+	report(b, "plain", vs[0].took, "capo", vs[1].took)
 }

@@ -100,6 +100,7 @@ func (b *Bed) CalicoAPIConfig(ds Datastore) *apiconfig.CalicoAPIConfig {
 	case Kubernetes:
 		cfg.Spec.DatastoreType = apiconfig.Kubernetes
 		cfg.Spec.Kubeconfig = b.Kubeconfig
+		cfg.Spec.K8sClientQPS = 200 // the bed's own setup traffic, not a component under test
 	case Etcd:
 		cfg.Spec.DatastoreType = apiconfig.EtcdV3
 		cfg.Spec.EtcdEndpoints = b.EtcdURL

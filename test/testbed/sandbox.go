@@ -37,9 +37,12 @@ type Sandbox struct {
 // NewSandbox creates a netns for pod and prepares the chain in conflist.
 func (e *Env) NewSandbox(pod *corev1.Pod, conflist []byte) *Sandbox {
 	e.T.Helper()
-	list, err := libcni.ConfListFromBytes(conflist)
-	if err != nil {
-		e.T.Fatalf("conflist: %v", err)
+	var list *libcni.NetworkConfigList
+	if conflist != nil { // nil: the caller execs plugins itself
+		var err error
+		if list, err = libcni.ConfListFromBytes(conflist); err != nil {
+			e.T.Fatalf("conflist: %v", err)
+		}
 	}
 	s := &Sandbox{
 		Env: e, Pod: pod, conflist: list,

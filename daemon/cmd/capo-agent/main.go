@@ -28,7 +28,7 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	opts, logLevel, err := parseFlags(os.Args[1:])
+	opts, logLevel, qps, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -47,6 +47,9 @@ func run() int {
 		slog.Error("calico datastore settings (DATASTORE_TYPE, KUBECONFIG, ETCD_ENDPOINTS, ...)", "err", err)
 		return 1
 	}
+	if cfg.Spec.K8sClientQPS == 0 {
+		cfg.Spec.K8sClientQPS = qps
+	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {
 		slog.Error("calico client", "err", err)
@@ -62,7 +65,7 @@ func run() int {
 	return 0
 }
 
-func parseFlags(args []string) (agent.Options, slog.Level, error) {
+func parseFlags(args []string) (agent.Options, slog.Level, float32, error) {
 	fs := flag.NewFlagSet("capo-agent", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `capo-agent %s: reserves a selected pod's Calico addresses before they are released.
@@ -78,6 +81,7 @@ Flags:
 	}
 	var o agent.Options
 	level := "info"
+	qps := 20.0
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODENAME"), "this node's name (env NODENAME)")
 	fs.StringVar(&o.Socket, "socket", wire.DefaultSocket, "unix socket capo-ipam calls")
 	fs.StringVar(&o.StateDir, "state-dir", journal.DefaultStateDir, "host directory holding capo-ipam's journal and ADD records")
@@ -87,20 +91,24 @@ Flags:
 	fs.DurationVar(&o.DrainInterval, "drain-interval", 10*time.Second, "how often journaled DELs are replayed")
 	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "where the delegate IPAM plugin is, as this process sees it; empty means the recorded CNI_PATH")
 	fs.StringVar(&level, "log-level", level, "debug, info, warn or error")
+	fs.Float64Var(&qps, "datastore-qps", qps, "request rate limit of the Calico client on the Kubernetes datastore (libcalico-go's own default is 5); each reservation costs about two requests")
 	if err := fs.Parse(args); err != nil {
-		return o, 0, err
+		return o, 0, 0, err
 	}
 	if o.NodeName == "" {
-		return o, 0, fmt.Errorf("capo-agent: --node-name or NODENAME is required")
+		return o, 0, 0, fmt.Errorf("capo-agent: --node-name or NODENAME is required")
 	}
 	if o.DrainInterval < time.Second {
-		return o, 0, fmt.Errorf("capo-agent: --drain-interval %s is below 1s", o.DrainInterval)
+		return o, 0, 0, fmt.Errorf("capo-agent: --drain-interval %s is below 1s", o.DrainInterval)
+	}
+	if qps <= 0 {
+		return o, 0, 0, fmt.Errorf("capo-agent: --datastore-qps must be positive")
 	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return o, 0, fmt.Errorf("capo-agent: --log-level: %w", err)
+		return o, 0, 0, fmt.Errorf("capo-agent: --log-level: %w", err)
 	}
-	return o, l, nil
+	return o, l, float32(qps), nil
 }
 
 func kubeClient() (kubernetes.Interface, error) {

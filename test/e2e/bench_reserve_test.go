@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/test/testbed"
+)
+
+// BenchmarkReserveDEL compares the DEL of a selected pod through capo-ipam,
+// which asks the agent to write a reservation before calico-ipam releases,
+// with calico-ipam's DEL alone. Same datastore, interleaved.
+func BenchmarkReserveDEL(b *testing.B) {
+	for _, ds := range testbed.Datastores {
+		b.Run(string(ds), func(b *testing.B) {
+			ctx := context.Background()
+			plainEnv := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24, NoAgent: true})
+			capoEnv := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24, OptIn: true})
+			store := reserve.NewCalicoStore(capoEnv.Calico, reserve.DefaultLimits)
+			type side struct {
+				env     *testbed.Env
+				plugin  string
+				netconf []byte
+				sb      *testbed.Sandbox
+				took    []time.Duration
+			}
+			plain := &side{env: plainEnv, plugin: "calico-ipam", netconf: plainEnv.IPAMNetConf(testbed.PlainCalico)}
+			capo := &side{env: capoEnv, plugin: "capo-ipam", netconf: capoEnv.IPAMNetConf(testbed.Capo)}
+			plain.sb = plainEnv.NewSandbox(plainEnv.CreatePod("redis-0", testbed.StatefulPod("redis")), nil)
+			capo.sb = capoEnv.NewSandbox(capoEnv.CreatePod("redis-0", testbed.StatefulPod("redis")), nil)
+			time.Sleep(500 * time.Millisecond) // the agent's watch has the pod
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				order := []*side{plain, capo}
+				if i%2 == 1 {
+					order = []*side{capo, plain}
+				}
+				for _, s := range order {
+					s.sb.ContainerID = testbed.NewContainerID()
+					if _, err := s.env.ExecIPAM(ctx, s.plugin, "ADD", s.netconf, s.sb); err != nil {
+						b.Fatal(err)
+					}
+					took, err := s.env.ExecIPAM(ctx, s.plugin, "DEL", s.netconf, s.sb)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s.took = append(s.took, took)
+				}
+				// Keep the pool from filling with this run's reservations.
+				held, err := store.ListNode(ctx, capoEnv.Node)
+				if err != nil || len(held) != 1 {
+					b.Fatalf("after a capo DEL the node holds %d reservations (%v), want 1", len(held), err)
+				}
+				if _, err := store.Release(ctx, capoEnv.Node, []string{held[0].IP}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			report(b, "plain", plain.took, "capo", capo.took)
+		})
+	}
+}
+
+// BenchmarkADDWithReservations measures calico-ipam's ADD, which lists every
+// IPReservation, with nothing held, with 1000 addresses held for one node
+// (one object), and with 1000 held over 50 nodes (capo's one object per node).
+func BenchmarkADDWithReservations(b *testing.B) {
+	for _, ds := range testbed.Datastores {
+		b.Run(string(ds), func(b *testing.B) {
+			ctx := context.Background()
+			env := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24, NoAgent: true})
+			store := reserve.NewCalicoStore(env.Calico, reserve.DefaultLimits)
+			netconf := env.IPAMNetConf(testbed.PlainCalico)
+			sb := env.NewSandbox(env.CreatePod("bench-0"), nil)
+			states := []struct {
+				name  string
+				nodes int
+				took  []time.Duration
+			}{{name: "none"}, {name: "1000-on-1-node", nodes: 1}, {name: "1000-on-50-nodes", nodes: 50}}
+			const block = 10
+			b.ResetTimer()
+			for done := 0; done < b.N; done += block {
+				for k := range states {
+					st := &states[(k+done/block)%len(states)]
+					b.StopTimer()
+					clearReservations(b, env)
+					holdThousand(b, store, st.nodes)
+					b.StartTimer()
+					for range block {
+						sb.ContainerID = testbed.NewContainerID()
+						took, err := env.ExecIPAM(ctx, "calico-ipam", "ADD", netconf, sb)
+						if err != nil {
+							b.Fatal(err)
+						}
+						st.took = append(st.took, took)
+						if _, err := env.ExecIPAM(ctx, "calico-ipam", "DEL", netconf, sb); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			b.StopTimer()
+			clearReservations(b, env)
+			report(b, "none", states[0].took, "1node", states[1].took)
+			report(b, "none", states[0].took, "50nodes", states[2].took)
+		})
+	}
+}
+
+// holdThousand reserves 1000 addresses, outside every pool, spread over n
+// nodes, with realistic metadata.
+func holdThousand(b *testing.B, store *reserve.CalicoStore, nodes int) {
+	if nodes == 0 {
+		return
+	}
+	now := time.Now()
+	for n := range nodes {
+		var es []reserve.Entry
+		for i := n * 1000 / nodes; i < (n+1)*1000/nodes; i++ {
+			ip := net.IPv4(10, 240, byte(i/250), byte(i%250+1)).String()
+			es = append(es, reserve.Entry{IP: ip, Namespace: "kafka-prod", Pod: fmt.Sprintf("broker-%d", i), PodUID: "8f0e2b9c-6a51-4c1e-9d3b-1f2a3b4c5d6e",
+				Reason: reserve.ReasonCNIDel, ReservedAt: now, OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"})
+		}
+		if _, err := store.Reserve(context.Background(), fmt.Sprintf("bench-node-%d", n), es); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func clearReservations(b *testing.B, env *testbed.Env) {
+	ctx := context.Background()
+	list, err := env.Calico.IPReservations().List(ctx, options.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range list.Items {
+		if _, err := env.Calico.IPReservations().Delete(ctx, r.Name, options.DeleteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// report publishes median and p99 of two samples and their ratios.
+func report(b *testing.B, baseName string, base []time.Duration, name string, got []time.Duration) {
+	p50b, p99b := testbed.Percentiles(base)
+	p50, p99 := testbed.Percentiles(got)
+	b.ReportMetric(testbed.Ms(p50b), baseName+"-p50-ms")
+	b.ReportMetric(testbed.Ms(p99b), baseName+"-p99-ms")
+	b.ReportMetric(testbed.Ms(p50), name+"-p50-ms")
+	b.ReportMetric(testbed.Ms(p99), name+"-p99-ms")
+	b.ReportMetric(float64(p50)/float64(p50b), name+"-ratio-p50")
+	b.ReportMetric(float64(p99)/float64(p99b), name+"-ratio-p99")
+}
