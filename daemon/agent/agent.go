@@ -47,6 +47,7 @@ type Agent struct {
 	facts   Facts
 	ipam    IPAM
 	batcher *reserve.Batcher
+	reserve Reserver
 	journal journal.Dir
 	release Releaser
 	now     func() time.Time
@@ -76,6 +77,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 	})
 	a.facts = facts
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return a.config.Get().ReserveTimeout })
+	a.reserve = a.batcher
 	a.release = &execReleaser{cniBinDir: opts.CNIBinDir}
 	return a
 }

@@ -23,6 +23,13 @@ type IPAM interface {
 	IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error)
 }
 
+// Reserver writes this node's reservations (the batcher, in production).
+type Reserver interface {
+	Reserve(ctx context.Context, entries []reserve.Entry) (*reserve.Result, error)
+}
+
+var _ Reserver = (*reserve.Batcher)(nil)
+
 // decide answers one teardown: reserve the sandbox's addresses if its pod
 // is selected, or say why not. An error means no answer: the caller keeps
 // the address allocated (capo-ipam journals; the drain retries).
@@ -47,7 +54,7 @@ func (a *Agent) decide(ctx context.Context, req *wire.ReserveRequest) (*wire.Res
 	for _, ip := range ips {
 		entries = append(entries, entryFor(ip, req, pod, a.now()))
 	}
-	res, err := a.batcher.Reserve(ctx, entries)
+	res, err := a.reserve.Reserve(ctx, entries)
 	if err != nil {
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+type fakeFacts struct {
+	node *corev1.Node
+	ns   *corev1.Namespace
+	pod  *corev1.Pod
+}
+
+func (f *fakeFacts) Node() *corev1.Node                           { return f.node }
+func (f *fakeFacts) Namespace(string) *corev1.Namespace           { return f.ns }
+func (f *fakeFacts) Pod(context.Context, wire.PodRef) *corev1.Pod { return f.pod }
+
+type fakeIPAM struct {
+	ips []cnet.IP
+	err error
+}
+
+func (f *fakeIPAM) IPsByHandle(context.Context, string) ([]cnet.IP, error) { return f.ips, f.err }
+
+type fakeReserver struct {
+	got []reserve.Entry
+	err error
+}
+
+func (f *fakeReserver) Reserve(_ context.Context, es []reserve.Entry) (*reserve.Result, error) {
+	f.got = append(f.got, es...)
+	return &reserve.Result{}, f.err
+}
+
+func TestDecide(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	enabledNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	yes := true
+	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "pod-uid",
+		Labels:          map[string]string{"brokerId": "0"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "sts-uid", Controller: &yes}}}}
+	req := func(recorded ...string) *wire.ReserveRequest {
+		return &wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network",
+			Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "pod-uid"}, RecordedIPs: recorded}
+	}
+	cases := []struct {
+		name     string
+		facts    *fakeFacts
+		ipam     *fakeIPAM
+		resErr   error
+		req      *wire.ReserveRequest
+		want     wire.Outcome
+		wantErr  string
+		reserved []string
+	}{
+		{name: "node not opted in", facts: &fakeFacts{node: &corev1.Node{}, ns: enabledNS, pod: broker}, req: req("10.0.0.1"), want: wire.NodeNotOptedIn},
+		{name: "recorded addresses reserved", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, req: req("10.0.0.1", "fd00::1"), want: wire.Reserved, reserved: []string{"10.0.0.1", "fd00::1"}},
+		{name: "handle read when nothing recorded", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.7")}}, req: req(), want: wire.Reserved, reserved: []string{"10.0.0.7"}},
+		{name: "handle gone: nothing to reserve", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}}, req: req(), want: wire.NothingToReserve},
+		{name: "handle unreadable: no answer", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: errors.New("connection refused")}, req: req(), wantErr: "reading Calico handle"},
+		{name: "unknown pod reserved", facts: &fakeFacts{node: optedIn, ns: enabledNS}, req: req("10.0.0.2"), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
+		{name: "write fails: no answer", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, resErr: errors.New("conflict storm"), req: req("10.0.0.3"), wantErr: "conflict storm"},
+		{name: "garbage recorded address", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, req: req("not-an-ip"), wantErr: "not an IP"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ipam == nil {
+				tc.ipam = &fakeIPAM{err: errors.New("must not be read")}
+			}
+			r := &fakeReserver{err: tc.resErr}
+			a := &Agent{facts: tc.facts, ipam: tc.ipam, reserve: r, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: func() time.Time { return now }}
+			resp, err := a.decide(context.Background(), tc.req)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || resp.Outcome != tc.want {
+				t.Fatalf("got %+v, %v; want %s", resp, err, tc.want)
+			}
+			var got []string
+			for _, e := range r.got {
+				got = append(got, e.IP)
+				if e.Reason != reserve.ReasonCNIDel || !e.ReservedAt.Equal(now) || e.Namespace != "kafka" || e.Pod != "broker-0" || e.PodUID != "pod-uid" {
+					t.Fatalf("entry %+v", e)
+				}
+				if tc.facts.pod != nil && (e.OwnerKind != "StatefulSet" || e.OwnerUID != "sts-uid") {
+					t.Fatalf("owner missing: %+v", e)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tc.reserved, ",") {
+				t.Fatalf("reserved %v, want %v", got, tc.reserved)
+			}
+		})
+	}
+}
