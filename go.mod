@@ -37,6 +37,7 @@ require (
 	github.com/containernetworking/plugins v1.6.2
 	github.com/projectcalico/api v0.0.0-20251022175904-f2ab03771208
 	github.com/projectcalico/calico v0.0.0-20251021213802-b1f3c43f8437
+	github.com/prometheus/client_golang v1.23.0
 	github.com/sirupsen/logrus v1.9.3
 	github.com/vishvananda/netlink v1.3.1
 	k8s.io/api v0.33.5
@@ -95,7 +96,6 @@ require (
 	github.com/projectcalico/calico/lib/std v0.0.0-20251021213802-b1f3c43f8437 // indirect
 	github.com/projectcalico/go-json v0.0.0-20161128004156-6219dc7339ba // indirect
 	github.com/projectcalico/go-yaml-wrapper v0.0.0-20191112210931-090425220c54 // indirect
-	github.com/prometheus/client_golang v1.23.0 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.65.0 // indirect
 	github.com/prometheus/procfs v0.17.0 // indirect

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/capo-net/capo/pkg/ctxutil"
 )
 
 // Delegate runs the original IPAM plugin for one CNI command.
@@ -52,7 +54,7 @@ func (d *ExecDelegate) Invoke(ctx context.Context, command string, conf *NetConf
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("delegate %s %s did not answer within %s and was stopped: check that the Calico datastore is reachable and that no stuck process holds the IPAM lock; raise ipam.delegate_timeout if calls are merely slow", name, command, conf.IPAM.DelegateTimeout.D())
 		case errors.Is(err, syscall.ETXTBSY) && attempt < busyRetries:
-			if sleepCtx(ctx, time.Second) {
+			if ctxutil.Sleep(ctx, time.Second) {
 				continue
 			}
 		}
@@ -62,18 +64,6 @@ func (d *ExecDelegate) Invoke(ctx context.Context, command string, conf *NetConf
 			return nil, &types.Error{Code: cniErr.Code, Msg: fmt.Sprintf("delegate %s %s: %s", name, command, cniErr.Msg), Details: cniErr.Details}
 		}
 		return nil, fmt.Errorf("delegate %s %s: %w", name, command, err)
-	}
-}
-
-// sleepCtx waits for d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -44,56 +44,70 @@ func guard(f func(*skel.CmdArgs) error) func(*skel.CmdArgs) error {
 	}
 }
 
-// setup parses the netconf and builds the real dependencies for one call.
-func setup(args *skel.CmdArgs) (*NetConf, *ExecDelegate, func(), error) {
+// call is one CNI invocation's real dependencies: the netconf, the
+// delegate, the journal, a deadline, and the log.
+type call struct {
+	ctx     context.Context
+	conf    *NetConf
+	d       *ExecDelegate
+	journal journal.Dir
+	done    func()
+}
+
+// setup parses the netconf and builds the call. The deadline is the
+// delegate's, plus the agent's for a DEL, which asks the agent first.
+func setup(args *skel.CmdArgs, withAgent bool) (*call, error) {
 	conf, err := ParseNetConf(args.StdinData)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	closeLog := configureLogging(conf.IPAM.LogLevel, conf.IPAM.LogFile, args.ContainerID)
-	d := &ExecDelegate{Paths: filepath.SplitList(args.Path), Env: os.Environ(), Stderr: os.Stderr}
-	return conf, d, closeLog, nil
+	timeout := conf.IPAM.DelegateTimeout.D()
+	if withAgent {
+		timeout += conf.IPAM.AgentTimeout.D()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return &call{
+		ctx:     ctx,
+		conf:    conf,
+		d:       &ExecDelegate{Paths: filepath.SplitList(args.Path), Env: os.Environ(), Stderr: os.Stderr},
+		journal: journal.Dir{Root: conf.IPAM.StateDir},
+		done:    func() { cancel(); closeLog() },
+	}, nil
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
-	conf, d, done, err := setup(args)
+	c, err := setup(args, false)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
-	defer cancel()
-	return add(ctx, args, conf, d, journal.Dir{Root: conf.IPAM.StateDir}, os.Stdout)
+	defer c.done()
+	return add(c.ctx, args, c.conf, c.d, c.journal, os.Stdout)
 }
 
 func cmdDel(args *skel.CmdArgs) error {
-	conf, d, done, err := setup(args)
+	c, err := setup(args, true)
 	if err != nil {
 		return blocking(err)
 	}
-	defer done()
-	// The agent's deadline runs inside this one; the delegate gets its own.
-	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.AgentTimeout.D()+conf.IPAM.DelegateTimeout.D())
-	defer cancel()
+	defer c.done()
 	deps := delDeps{
-		agent:    wire.NewClient(conf.IPAM.AgentSocket),
-		delegate: d,
-		journal:  journal.Dir{Root: conf.IPAM.StateDir},
+		agent:    wire.NewClient(c.conf.IPAM.AgentSocket),
+		delegate: c.d,
+		journal:  c.journal,
 		rollback: parentIsAdding(),
 		env:      cniEnv(),
 	}
-	return blocking(del(ctx, args, conf, deps))
+	return blocking(del(c.ctx, args, c.conf, deps))
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
-	conf, d, done, err := setup(args)
+	c, err := setup(args, false)
 	if err != nil {
 		return err
 	}
-	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
-	defer cancel()
-	return check(ctx, conf, d)
+	defer c.done()
+	return check(c.ctx, c.conf, c.d)
 }
 
 // add returns the delegate's result unchanged: stdout carries it verbatim.

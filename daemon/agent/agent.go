@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/ctxutil"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -96,7 +97,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("informer caches did not sync")
 	}
 	for !configSynced() {
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if !ctxutil.Sleep(ctx, 50*time.Millisecond) {
 			return nil
 		}
 	}
@@ -153,7 +154,7 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 func (a *Agent) countLoop(ctx context.Context) {
 	for {
 		a.countReserved(ctx)
-		if sleep(ctx, 30*time.Second) != nil {
+		if !ctxutil.Sleep(ctx, 30*time.Second) {
 			return
 		}
 	}
@@ -166,15 +167,4 @@ func (a *Agent) countReserved(ctx context.Context) {
 		return
 	}
 	a.metrics.reservedIPs.Set(float64(len(entries)))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-net/capo/pkg/ctxutil"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/plugin"
 )
@@ -50,7 +51,7 @@ func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
 func (a *Agent) drainLoop(ctx context.Context) {
 	for {
 		a.drain(ctx)
-		if sleep(ctx, a.opts.DrainInterval) != nil {
+		if !ctxutil.Sleep(ctx, a.opts.DrainInterval) {
 			return
 		}
 	}

@@ -69,7 +69,7 @@ type Entry struct {
 	Err    error // the file exists but cannot be read; it stays for an operator
 }
 
-// Pending lists the records in the order they were written.
+// Pending lists the records, sorted by name.
 func (d Dir) Pending() ([]Entry, error) {
 	files, err := os.ReadDir(d.pendingDir())
 	if errors.Is(err, fs.ErrNotExist) {

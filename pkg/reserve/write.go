@@ -11,6 +11,8 @@ import (
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/ctxutil"
 )
 
 // write stores every changed object: an update at the version it was read
@@ -68,13 +70,8 @@ func retriable(err error) bool {
 
 // backoff waits a little, with jitter so racing writers spread out.
 func backoff(ctx context.Context, attempt int) error {
-	d := time.Duration(5+rand.IntN(10*(attempt+1))) * time.Millisecond
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !ctxutil.Sleep(ctx, time.Duration(5+rand.IntN(10*(attempt+1)))*time.Millisecond) {
 		return ctx.Err()
 	}
+	return nil
 }
