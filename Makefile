@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/capo-net/capo/pkg/version.Version=$(VERSION)
 export GONOSUMDB := github.com/projectcalico,k8s.io
 export CGO_ENABLED := 0
 
-BINARIES := capo-ipam capo-agent
+BINARIES := capo-ipam capo-agent capo-controller
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
@@ -22,6 +22,9 @@ bin/capo-ipam:
 
 bin/capo-agent:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/capo-agent
+
+bin/capo-controller:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/capo-controller
 
 ## demo: capo's main job on the real chain, told step by step (root).
 demo:
@@ -46,8 +49,10 @@ unit:
 e2e:
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:'; exit $${PIPESTATUS[0]}
 
-## bench: calico-ipam alone vs through capo, side by side in one run.
+## bench: calico-ipam alone vs through capo, side by side in one run; the
+## release planner and the controller at 10 000 reservations.
 bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/release/ | grep -E '^(Benchmark|ok|FAIL)'
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_COUNT) -timeout 60m ./test/e2e/ | grep -E '^(Benchmark|ok|FAIL|PASS)'
 
 ## testbins: build the pinned test servers and calico ahead of time.

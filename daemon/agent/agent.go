@@ -71,7 +71,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
 	facts.onNodeChange(func(n *corev1.Node) {
 		in := 0.0
-		if selection.NodeOptedIn(objectOf(n)) {
+		if selection.NodeOptedIn(selection.Of(n)) {
 			in = 1
 		}
 		a.metrics.nodeOptedIn.Set(in)

@@ -11,7 +11,6 @@ import (
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -36,7 +35,7 @@ var _ Reserver = (*reserve.Batcher)(nil)
 func (a *Agent) decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
 	start := a.now()
 	pod := a.facts.Pod(ctx, req.Pod)
-	d := selection.Decide(objectOf(a.facts.Node()), objectOf(a.facts.Namespace(req.Pod.Namespace)), objectOf(pod), a.config.Get().Selectors)
+	d := selection.Decide(selection.Of(a.facts.Node()), selection.Of(a.facts.Namespace(req.Pod.Namespace)), selection.Of(pod), a.config.Get().Selectors)
 	switch d.Outcome {
 	case selection.NodeNotOptedIn:
 		return &wire.ReserveResponse{Outcome: wire.NodeNotOptedIn, Rule: d.Rule}, nil
@@ -90,22 +89,6 @@ func (a *Agent) addresses(ctx context.Context, req *wire.ReserveRequest) ([]stri
 
 func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Time) reserve.Entry {
 	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC()}
-	if pod != nil {
-		e.PodUID = string(pod.UID)
-		if ref := metav1.GetControllerOf(pod); ref != nil {
-			e.OwnerKind, e.OwnerName, e.OwnerUID = ref.Kind, ref.Name, string(ref.UID)
-		}
-	}
+	e.SetPod(pod)
 	return e
-}
-
-// objectOf is the selection view of an object; nil stays nil (unknown).
-func objectOf[T any, P interface {
-	*T
-	metav1.Object
-}](p P) *selection.Object {
-	if p == nil {
-		return nil
-	}
-	return &selection.Object{Labels: p.GetLabels(), Annotations: p.GetAnnotations()}
 }

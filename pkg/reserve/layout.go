@@ -15,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const (
@@ -56,6 +59,17 @@ type Entry struct {
 	OwnerKind  string // the pod's controller, e.g. StatefulSet
 	OwnerName  string
 	OwnerUID   string
+}
+
+// SetPod fills what the pod object tells: its UID and its controller.
+func (e *Entry) SetPod(p *corev1.Pod) {
+	if p == nil {
+		return
+	}
+	e.PodUID = string(p.UID)
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		e.OwnerKind, e.OwnerName, e.OwnerUID = ref.Kind, ref.Name, string(ref.UID)
+	}
 }
 
 // Fields are separated by '|' and entries by ';': none can occur in IPs,

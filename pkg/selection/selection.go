@@ -5,6 +5,7 @@ package selection
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -87,4 +88,16 @@ func Decide(node, namespace, pod *Object, selectors []Selector) Decision {
 		}
 	}
 	return Decision{NotSelected, "pod matches no configured pod selector"}
+}
+
+// Of is the selection view of a Node, Namespace or Pod; nil stays nil
+// (unknown), which Decide treats with care.
+func Of[T any, P interface {
+	*T
+	metav1.Object
+}](p P) *Object {
+	if p == nil {
+		return nil
+	}
+	return &Object{Labels: p.GetLabels(), Annotations: p.GetAnnotations()}
 }

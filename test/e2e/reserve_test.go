@@ -15,15 +15,18 @@ import (
 // fillThenEvict fills a /29 pool (8 addresses) with StatefulSet pods, has
 // the kubelet evict one (phase Failed, no API delete, sandbox DEL'd), and
 // adds one more pod. It returns the evicted sandbox and the new pod's IP.
-func fillThenEvict(t *testing.T, env *testbed.Env, conflist []byte) (*testbed.Sandbox, string) {
+func fillThenEvict(t *testing.T, env *testbed.Env, conflist []byte, opts ...testbed.PodOption) (*testbed.Sandbox, string) {
 	ctx := context.Background()
-	sbs := env.AddPods("redis", 8, conflist, testbed.StatefulPod("redis"))
+	if len(opts) == 0 {
+		opts = []testbed.PodOption{testbed.StatefulPod("redis")}
+	}
+	sbs := env.AddPods("redis", 8, conflist, opts...)
 	victim := sbs[3]
 	env.Evict(victim.Pod.Name)
 	if err := victim.Del(ctx); err != nil {
 		t.Fatalf("DEL of the evicted pod's sandbox: %v", err)
 	}
-	next := env.NewSandbox(env.CreatePod("redis-8", testbed.StatefulPod("redis")), conflist)
+	next := env.NewSandbox(env.CreatePod("redis-8", opts...), conflist)
 	if err := next.Add(ctx); err != nil {
 		return victim, ""
 	}

@@ -18,6 +18,7 @@ type Binaries struct {
 	Calico              string // the calico CNI binary; calico-ipam is the same file under another name
 	CapoIPAM            string // built from this checkout on every run
 	CapoAgent           string // likewise
+	CapoController      string // likewise
 }
 
 // RepoRoot is the directory of capo's go.mod.
@@ -62,11 +63,12 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 		return nil, err
 	}
 	b := &Binaries{
-		Etcd:          filepath.Join(cache, "servers-"+toolsKey, "etcd"),
-		KubeAPIServer: filepath.Join(cache, "servers-"+toolsKey, "kube-apiserver"),
-		Calico:        filepath.Join(cache, "calico-"+calicoKey, "calico"),
-		CapoIPAM:      filepath.Join(workDir, "capo-ipam"),
-		CapoAgent:     filepath.Join(workDir, "capo-agent"),
+		Etcd:           filepath.Join(cache, "servers-"+toolsKey, "etcd"),
+		KubeAPIServer:  filepath.Join(cache, "servers-"+toolsKey, "kube-apiserver"),
+		Calico:         filepath.Join(cache, "calico-"+calicoKey, "calico"),
+		CapoIPAM:       filepath.Join(workDir, "capo-ipam"),
+		CapoAgent:      filepath.Join(workDir, "capo-agent"),
+		CapoController: filepath.Join(workDir, "capo-controller"),
 	}
 	steps := []struct{ dir, pkg, out string }{
 		{tools, "go.etcd.io/etcd/server/v3", b.Etcd},
@@ -78,7 +80,7 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 			return nil, err
 		}
 	}
-	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent} {
+	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent, "./daemon/cmd/capo-controller": b.CapoController} {
 		if err := goBuild(root, pkg, out); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // envLabel ties a test's pool to its node, so concurrent or earlier tests'
@@ -148,6 +150,11 @@ func (e *Env) CapoIPAMLog() string {
 
 func (e *Env) teardown() {
 	ctx := context.Background()
+	for i := 0; ; i++ {
+		if _, err := e.Calico.IPReservations().Delete(ctx, reserve.ShardName(e.Node, i), options.DeleteOptions{}); err != nil {
+			break
+		}
+	}
 	if _, err := e.Calico.IPPools().Delete(ctx, "pool-"+e.ID, options.DeleteOptions{}); err != nil {
 		e.T.Logf("testbed: deleting pool of %s: %v", e.ID, err)
 	}

@@ -13,14 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
-	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/capo-net/capo/daemon/agent"
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/version"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -37,27 +32,19 @@ func run() int {
 		return 2
 	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel})).With("component", "capo-agent"))
-	kube, err := kubeClient()
+	kube, err := kubeclient.Kubernetes("capo-agent", 50)
 	if err != nil {
-		slog.Error("kubernetes client", "err", err)
+		slog.Error("startup", "err", err)
 		return 1
 	}
-	cfg, err := apiconfig.LoadClientConfigFromEnvironment()
+	calico, datastore, err := kubeclient.Calico(qps)
 	if err != nil {
-		slog.Error("calico datastore settings (DATASTORE_TYPE, KUBECONFIG, ETCD_ENDPOINTS, ...)", "err", err)
-		return 1
-	}
-	if cfg.Spec.K8sClientQPS == 0 {
-		cfg.Spec.K8sClientQPS = qps
-	}
-	calico, err := clientv3.New(*cfg)
-	if err != nil {
-		slog.Error("calico client", "err", err)
+		slog.Error("startup", "err", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	slog.Info("starting", "version", version.Version, "node", opts.NodeName, "datastore", cfg.Spec.DatastoreType)
+	slog.Info("starting", "version", version.Version, "node", opts.NodeName, "datastore", datastore)
 	if err := agent.New(opts, kube, calico).Run(ctx); err != nil {
 		slog.Error("capo-agent stopped", "err", err)
 		return 1
@@ -86,7 +73,7 @@ Flags:
 	fs.StringVar(&o.Socket, "socket", wire.DefaultSocket, "unix socket capo-ipam calls")
 	fs.StringVar(&o.StateDir, "state-dir", journal.DefaultStateDir, "host directory holding capo-ipam's journal and ADD records")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9467", "address serving /metrics, /healthz and /readyz")
-	fs.StringVar(&o.ConfigNamespace, "config-namespace", envOr("POD_NAMESPACE", "kube-system"), "namespace of the config ConfigMap (env POD_NAMESPACE)")
+	fs.StringVar(&o.ConfigNamespace, "config-namespace", kubeclient.Env("POD_NAMESPACE", "kube-system"), "namespace of the config ConfigMap (env POD_NAMESPACE)")
 	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
 	fs.DurationVar(&o.DrainInterval, "drain-interval", 10*time.Second, "how often journaled DELs are replayed")
 	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "where the delegate IPAM plugin is, as this process sees it; empty means the recorded CNI_PATH")
@@ -109,26 +96,4 @@ Flags:
 		return o, 0, 0, fmt.Errorf("capo-agent: --log-level: %w", err)
 	}
 	return o, l, float32(qps), nil
-}
-
-func kubeClient() (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kc := os.Getenv("KUBECONFIG"); kc != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kc)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "capo-agent/" + version.Version
-	return kubernetes.NewForConfig(cfg)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

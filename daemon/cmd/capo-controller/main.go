@@ -1,0 +1,101 @@
+// Command capo-controller runs as a small Deployment with leader election:
+// the leader releases reservations that are due and covers lost nodes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/capo-net/capo/daemon/controller"
+	"github.com/capo-net/capo/pkg/kubeclient"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/version"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	opts, level, qps, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "capo-controller"))
+	kube, err := kubeclient.Kubernetes("capo-controller", 50)
+	if err != nil {
+		slog.Error("startup", "err", err)
+		return 1
+	}
+	calico, datastore, err := kubeclient.Calico(qps)
+	if err != nil {
+		slog.Error("startup", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	slog.Info("starting", "version", version.Version, "identity", opts.Identity, "datastore", datastore)
+	if err := controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits)).Run(ctx); err != nil {
+		slog.Error("capo-controller stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string) (controller.Options, slog.Level, float32, error) {
+	fs := flag.NewFlagSet("capo-controller", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `capo-controller %s: releases capo's IP reservations when they are due
+(TTL, max count, workload gone, by hand) and reserves for pods of lost nodes.
+Run 2-3 replicas; one holds the lease and writes.
+
+The Calico datastore is configured as calico-node's is, from the environment:
+DATASTORE_TYPE (kubernetes or etcdv3), KUBECONFIG, ETCD_ENDPOINTS,
+ETCD_KEY_FILE, ETCD_CERT_FILE, ETCD_CA_CERT_FILE. The Kubernetes API is
+reached through KUBECONFIG, or in-cluster credentials.
+
+Flags:
+`, version.Version)
+		fs.PrintDefaults()
+	}
+	host, _ := os.Hostname()
+	var o controller.Options
+	level := "info"
+	qps := 50.0
+	fs.StringVar(&o.Namespace, "namespace", kubeclient.Env("POD_NAMESPACE", "kube-system"), "namespace of the lease and the config ConfigMap (env POD_NAMESPACE)")
+	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
+	fs.StringVar(&o.LeaseName, "lease-name", "capo-controller", "name of the leader-election Lease")
+	fs.StringVar(&o.Identity, "identity", kubeclient.Env("POD_NAME", host), "this replica's name in the lease (env POD_NAME)")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a lease lasts without renewal: the longest a dead leader blocks a new one")
+	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader tries to renew before giving up the lease")
+	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9468", "address serving /metrics, /healthz and /readyz")
+	fs.StringVar(&level, "log-level", level, "debug, info, warn or error")
+	fs.Float64Var(&qps, "datastore-qps", qps, "request rate limit of the Calico client on the Kubernetes datastore (libcalico-go's own default is 5)")
+	if err := fs.Parse(args); err != nil {
+		return o, 0, 0, err
+	}
+	if o.Identity == "" {
+		return o, 0, 0, errors.New("capo-controller: --identity or POD_NAME is required")
+	}
+	if !(o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+		return o, 0, 0, fmt.Errorf("capo-controller: want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
+	}
+	if qps <= 0 {
+		return o, 0, 0, errors.New("capo-controller: --datastore-qps must be positive")
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return o, 0, 0, fmt.Errorf("capo-controller: --log-level: %w", err)
+	}
+	return o, l, float32(qps), nil
+}

@@ -1,0 +1,183 @@
+// Package controller is capo-controller: one leader among a few replicas
+// releases reservations when they are due, and reserves for pods whose node
+// was lost and so never ran a CNI DEL.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// Options are the controller's settings, from flags and the environment.
+type Options struct {
+	Namespace     string // the lease and the config live here
+	ConfigMap     string
+	LeaseName     string
+	Identity      string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	MetricsAddr   string
+}
+
+// Controller wires the parts; Run starts them.
+type Controller struct {
+	opts     Options
+	kube     kubernetes.Interface
+	store    reserve.Store
+	config   *config.Holder
+	metrics  *metrics
+	caches   *caches
+	recorder record.EventRecorder
+	now      func() time.Time
+
+	leading atomic.Bool
+	synced  atomic.Bool
+	kick    chan struct{} // a release may be due now
+
+	mu           sync.Mutex
+	deletedNodes map[string]*corev1.Node // last state of deleted nodes, for their pods' late deletes
+}
+
+// New builds a controller on real clients.
+func New(opts Options, kube kubernetes.Interface, store reserve.Store) *Controller {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	c := &Controller{
+		opts: opts, kube: kube, store: store,
+		config:       config.NewHolder(config.Default()),
+		metrics:      newMetrics(),
+		caches:       newCaches(kube),
+		recorder:     b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
+		now:          time.Now,
+		kick:         make(chan struct{}, 1),
+		deletedNodes: map[string]*corev1.Node{},
+	}
+	c.watchTriggers()
+	return c
+}
+
+// Run serves until ctx ends. Every replica keeps its caches warm; only the
+// lease holder writes.
+func (c *Controller) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- c.serveMetrics(ctx) }()
+	config.Watch(ctx, c.kube, c.opts.Namespace, c.opts.ConfigMap, c.config, c.onConfig)
+	if !c.caches.start(ctx.Done()) {
+		return errors.New("informer caches did not sync")
+	}
+	c.synced.Store(true)
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metaName(c.opts.Namespace, c.opts.LeaseName),
+		Client:     c.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
+	}
+	slog.Info("capo-controller ready; seeking the lease", "identity", c.opts.Identity, "lease", c.opts.Namespace+"/"+c.opts.LeaseName)
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   c.opts.LeaseDuration,
+			RenewDeadline:   c.opts.RenewDeadline,
+			RetryPeriod:     c.opts.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            c.opts.LeaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: c.lead,
+				OnStoppedLeading: func() {
+					c.leading.Store(false)
+					c.metrics.leader.Set(0)
+					slog.Warn("lost the lease; no longer writing", "identity", c.opts.Identity)
+				},
+			},
+		})
+		select {
+		case err := <-errc:
+			return err
+		default:
+		}
+	}
+	return nil
+}
+
+// lead runs while this replica holds the lease.
+func (c *Controller) lead(ctx context.Context) {
+	c.leading.Store(true)
+	c.metrics.leader.Set(1)
+	slog.Info("holding the lease; releasing and covering lost nodes", "identity", c.opts.Identity)
+	// Deletions seen while no one led are caught up here.
+	c.coverLostNodes(ctx)
+	for {
+		if err := c.pass(ctx); err != nil && ctx.Err() == nil {
+			c.metrics.passErrors.Inc()
+			slog.Error("release pass failed; retrying next period", "err", err)
+		}
+		t := time.NewTimer(c.config.Get().IPReleasePeriod)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-c.kick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// due asks for a pass as soon as possible.
+func (c *Controller) due() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Controller) onConfig(err error) {
+	if err != nil {
+		c.metrics.configReloads.WithLabelValues("error").Inc()
+		return
+	}
+	c.metrics.configReloads.WithLabelValues("success").Inc()
+	c.due()
+}
+
+func (c *Controller) serveMetrics(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.synced.Load() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	l, err := net.Listen("tcp", c.opts.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/capo-net/capo/pkg/release"
+)
+
+// metrics are the controller's, on their own registry. Node names are a
+// label only on the held-addresses gauge: bounded by the cluster's nodes.
+type metrics struct {
+	reg           *prometheus.Registry
+	leader        prometheus.Gauge
+	reserved      *prometheus.GaugeVec
+	maxCount      prometheus.Gauge
+	releases      *prometheus.CounterVec
+	oldest        prometheus.Gauge
+	planSeconds   prometheus.Histogram
+	passSeconds   prometheus.Histogram
+	nodeLost      prometheus.Counter
+	passErrors    prometheus.Counter
+	configReloads *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_controller_is_leader", Help: "1 while this replica holds the lease and is the only one writing."}),
+		reserved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "capo_reserved_ips", Help: "Addresses held, by node and by the reason they were reserved (cni-del, node-lost), as of the last pass."},
+			[]string{"node", "reason"}),
+		maxCount: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_reserve_max_count", Help: "The configured ipReserveMaxCount."}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_releases_total", Help: "Reservations released, by reason (ttl, max-count, owner-gone, namespace-gone, scaled-down, manual)."},
+			[]string{"reason"}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_oldest_reservation_age_seconds", Help: "Age of the oldest reservation kept by the last pass."}),
+		planSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "capo_planner_duration_seconds", Help: "Time to plan one release pass (pure computation).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		passSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "capo_release_pass_duration_seconds", Help: "Time of one whole release pass: read, plan, write.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		nodeLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capo_node_lost_reservations_total", Help: "Addresses reserved for pods deleted from a lost node."}),
+		passErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries."}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_config_reloads_total", Help: "Config loads by result (success, error); on error the last good config stays in force."},
+			[]string{"result"}),
+	}
+	for _, r := range release.Reasons {
+		m.releases.WithLabelValues(string(r))
+	}
+	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
+		m.nodeLost, m.passErrors, m.configReloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,164 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/capo-net/capo/pkg/release"
+)
+
+// caches are the controller's view of the cluster. Pods are trimmed to
+// what node loss needs, so a large cluster's pods fit in little memory.
+type caches struct {
+	factory                             informers.SharedInformerFactory
+	namespaces, sets, replicas, deploys cache.SharedIndexInformer
+	nodes, pods                         cache.SharedIndexInformer
+}
+
+func newCaches(kube kubernetes.Interface) *caches {
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(stripManagedFields))
+	c := &caches{
+		factory:    f,
+		namespaces: f.Core().V1().Namespaces().Informer(),
+		sets:       f.Apps().V1().StatefulSets().Informer(),
+		replicas:   f.Apps().V1().ReplicaSets().Informer(),
+		deploys:    f.Apps().V1().Deployments().Informer(),
+		nodes:      f.Core().V1().Nodes().Informer(),
+	}
+	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod))
+	c.pods = pods.Core().V1().Pods().Informer()
+	return c
+}
+
+func (c *caches) start(stop <-chan struct{}) bool {
+	for _, inf := range c.all() {
+		go inf.Run(stop)
+	}
+	synced := make([]cache.InformerSynced, 0, 6)
+	for _, inf := range c.all() {
+		synced = append(synced, inf.HasSynced)
+	}
+	return cache.WaitForCacheSync(stop, synced...)
+}
+
+func (c *caches) all() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{c.namespaces, c.sets, c.replicas, c.deploys, c.nodes, c.pods}
+}
+
+// stripManagedFields drops server-side-apply bookkeeping: often the larger
+// part of an object, and nothing capo reads.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// trimPod keeps what selection, node loss and events need.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, PodIP: p.Status.PodIP, Phase: p.Status.Phase},
+	}, nil
+}
+
+// world is what the planner needs from the caches.
+func (c *caches) world() release.World {
+	w := release.World{
+		Namespaces:   map[string]bool{},
+		Owners:       map[release.OwnerKey]release.Owner{},
+		TrackedKinds: map[string]bool{"StatefulSet": true, "ReplicaSet": true},
+	}
+	for _, o := range c.namespaces.GetStore().List() {
+		ns := o.(*corev1.Namespace)
+		if ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating {
+			w.Namespaces[ns.Name] = true
+		}
+	}
+	for _, o := range c.sets.GetStore().List() {
+		s := o.(*appsv1.StatefulSet)
+		ow := release.Owner{UID: string(s.UID), StatefulSet: true, Replicas: 1}
+		if s.Spec.Replicas != nil {
+			ow.Replicas = *s.Spec.Replicas
+		}
+		if s.Spec.Ordinals != nil {
+			ow.OrdinalStart = s.Spec.Ordinals.Start
+		}
+		if s.DeletionTimestamp != nil {
+			continue // being deleted: its pods are going
+		}
+		w.Owners[release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}] = ow
+	}
+	deploys := map[string]string{} // ns/name -> uid
+	for _, o := range c.deploys.GetStore().List() {
+		d := o.(*appsv1.Deployment)
+		if d.DeletionTimestamp == nil {
+			deploys[d.Namespace+"/"+d.Name] = string(d.UID)
+		}
+	}
+	for _, o := range c.replicas.GetStore().List() {
+		rs := o.(*appsv1.ReplicaSet)
+		if rs.DeletionTimestamp != nil {
+			continue
+		}
+		ow := release.Owner{UID: string(rs.UID)}
+		if ref := metav1.GetControllerOf(rs); ref != nil && ref.Kind == "Deployment" {
+			ow.ParentGone = deploys[rs.Namespace+"/"+ref.Name] != string(ref.UID)
+		}
+		w.Owners[release.OwnerKey{Kind: "ReplicaSet", Namespace: rs.Namespace, Name: rs.Name}] = ow
+	}
+	return w
+}
+
+// nodeLost reports whether a node can no longer tear its pods down: gone,
+// NotReady, its readiness unknown, or tainted unreachable.
+func nodeLost(n *corev1.Node) bool {
+	if n == nil {
+		return true
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnreachable {
+			return true
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue
+		}
+	}
+	return true
+}
+
+func (c *caches) node(name string) *corev1.Node {
+	o, ok, _ := c.nodes.GetStore().GetByKey(name)
+	if !ok {
+		return nil
+	}
+	return o.(*corev1.Node)
+}
+
+func (c *caches) namespace(name string) *corev1.Namespace {
+	o, ok, _ := c.namespaces.GetStore().GetByKey(name)
+	if !ok {
+		return nil
+	}
+	return o.(*corev1.Namespace)
+}
+
+func (c *caches) pod(ns, name string) *corev1.Pod {
+	o, ok, _ := c.pods.GetStore().GetByKey(ns + "/" + name)
+	if !ok {
+		return nil
+	}
+	return o.(*corev1.Pod)
+}

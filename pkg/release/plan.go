@@ -1,0 +1,127 @@
+// Package release decides which reservations end, and why. It is pure:
+// reservations, the time, the config and what the cluster holds go in; the
+// releases come out, each with its reason.
+package release
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// Reason is why a reservation ends; metrics and events carry it.
+type Reason string
+
+const (
+	Manual        Reason = "manual"         // an operator asked
+	NamespaceGone Reason = "namespace-gone" // the pod's namespace is deleted or terminating
+	OwnerGone     Reason = "owner-gone"     // the workload is deleted, or replaced by a new object of the same name
+	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal
+	TTL           Reason = "ttl"            // older than ipReserveTime
+	MaxCount      Reason = "max-count"      // more held than ipReserveMaxCount: oldest first
+)
+
+// Reasons lists every reason, for metrics.
+var Reasons = []Reason{Manual, NamespaceGone, OwnerGone, ScaledDown, TTL, MaxCount}
+
+// OwnerKey names a workload.
+type OwnerKey struct{ Kind, Namespace, Name string }
+
+// Owner is what the cluster holds under an OwnerKey.
+type Owner struct {
+	UID string
+	// ParentGone: a ReplicaSet whose Deployment is gone (orphaned on purpose
+	// or not yet collected) no longer stands for a live workload.
+	ParentGone bool
+	// StatefulSet only: the pods that exist are ordinals
+	// [OrdinalStart, OrdinalStart+Replicas).
+	StatefulSet  bool
+	Replicas     int32
+	OrdinalStart int32
+}
+
+// World is what the cluster holds, as the controller's caches see it.
+type World struct {
+	Namespaces map[string]bool // live (not terminating) namespaces
+	Owners     map[OwnerKey]Owner
+	// TrackedKinds are owner kinds the controller watches; owners of other
+	// kinds (Jobs, custom resources) are never judged gone.
+	TrackedKinds map[string]bool
+	Manual       map[string]bool // addresses an operator released
+}
+
+// Limits are the config's release rules.
+type Limits struct {
+	TTL      time.Duration
+	MaxCount int
+}
+
+// Release is one reservation to end.
+type Release struct {
+	reserve.Entry
+	Reason Reason
+}
+
+// Plan returns the reservations to release, each once, with the first rule
+// that applies; the rest are kept. Max count is applied last, to what the
+// other rules keep, oldest first (ties by address, so the plan is stable).
+func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
+	var out []Release
+	var kept []reserve.Entry
+	for _, e := range entries {
+		if r, ok := ruleFor(e, now, l, w); ok {
+			out = append(out, Release{Entry: e, Reason: r})
+		} else {
+			kept = append(kept, e)
+		}
+	}
+	if over := len(kept) - l.MaxCount; over > 0 {
+		slices.SortStableFunc(kept, func(a, b reserve.Entry) int {
+			if c := a.ReservedAt.Compare(b.ReservedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.IP, b.IP)
+		})
+		for _, e := range kept[:over] {
+			out = append(out, Release{Entry: e, Reason: MaxCount})
+		}
+	}
+	return out
+}
+
+func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
+	switch {
+	case w.Manual[e.IP]:
+		return Manual, true
+	case e.Namespace != "" && w.Namespaces != nil && !w.Namespaces[e.Namespace]:
+		return NamespaceGone, true
+	}
+	if e.OwnerKind != "" && w.TrackedKinds[e.OwnerKind] {
+		o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]
+		switch {
+		case !ok || (e.OwnerUID != "" && o.UID != e.OwnerUID) || o.ParentGone:
+			return OwnerGone, true
+		case o.StatefulSet:
+			if ord, ok := ordinal(e.Pod, e.OwnerName); ok && (ord < int(o.OrdinalStart) || ord >= int(o.OrdinalStart)+int(o.Replicas)) {
+				return ScaledDown, true
+			}
+		}
+	}
+	if now.Sub(e.ReservedAt) >= l.TTL {
+		return TTL, true
+	}
+	return "", false
+}
+
+// ordinal is a StatefulSet pod's ordinal: "<set>-<n>".
+func ordinal(pod, set string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, set+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}

@@ -1,0 +1,115 @@
+package release
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func res(ip, ns, pod string, age time.Duration, ownerKind, owner, ownerUID string) reserve.Entry {
+	return reserve.Entry{IP: ip, Namespace: ns, Pod: pod, ReservedAt: t0.Add(-age), Reason: reserve.ReasonCNIDel, OwnerKind: ownerKind, OwnerName: owner, OwnerUID: ownerUID}
+}
+
+func world() World {
+	return World{
+		Namespaces:   map[string]bool{"kafka": true, "redis": true},
+		TrackedKinds: map[string]bool{"StatefulSet": true, "ReplicaSet": true},
+		Owners: map[OwnerKey]Owner{
+			{"StatefulSet", "kafka", "broker"}: {UID: "sts-1", StatefulSet: true, Replicas: 3},
+			{"StatefulSet", "redis", "cache"}:  {UID: "sts-2", StatefulSet: true, Replicas: 2, OrdinalStart: 5},
+			{"ReplicaSet", "kafka", "ui-abc"}:  {UID: "rs-1"},
+			{"ReplicaSet", "kafka", "old-xyz"}: {UID: "rs-2", ParentGone: true},
+		},
+	}
+}
+
+func reasons(rs []Release) map[string]Reason {
+	out := map[string]Reason{}
+	for _, r := range rs {
+		if _, dup := out[r.IP]; dup {
+			panic("released twice: " + r.IP)
+		}
+		out[r.IP] = r.Reason
+	}
+	return out
+}
+
+func TestPlanRules(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	cases := []struct {
+		name string
+		e    reserve.Entry
+		w    func(*World)
+		want Reason // "" = kept
+	}{
+		{"young, owner alive", res("10.0.0.1", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "sts-1"), nil, ""},
+		{"TTL edge: just under", res("10.0.0.2", "kafka", "broker-1", 40*time.Minute-time.Second, "StatefulSet", "broker", "sts-1"), nil, ""},
+		{"TTL edge: exactly", res("10.0.0.3", "kafka", "broker-1", 40*time.Minute, "StatefulSet", "broker", "sts-1"), nil, TTL},
+		{"namespace deleted", res("10.0.0.4", "gone", "x-0", time.Minute, "", "", ""), nil, NamespaceGone},
+		{"namespace unknown to a world without namespaces", res("10.0.0.5", "gone", "x-0", time.Minute, "", "", ""), func(w *World) { w.Namespaces = nil }, ""},
+		{"statefulset deleted", res("10.0.0.6", "kafka", "zk-0", time.Minute, "StatefulSet", "zk", "sts-9"), nil, OwnerGone},
+		{"statefulset re-created with the same name", res("10.0.0.7", "kafka", "broker-0", time.Minute, "StatefulSet", "broker", "sts-OLD"), nil, OwnerGone},
+		{"scaled below the ordinal", res("10.0.0.8", "kafka", "broker-3", time.Minute, "StatefulSet", "broker", "sts-1"), nil, ScaledDown},
+		{"ordinal still wanted", res("10.0.0.9", "kafka", "broker-2", time.Minute, "StatefulSet", "broker", "sts-1"), nil, ""},
+		{"spec.ordinals.start: below the range", res("10.0.0.10", "redis", "cache-4", time.Minute, "StatefulSet", "cache", "sts-2"), nil, ScaledDown},
+		{"spec.ordinals.start: in the range", res("10.0.0.11", "redis", "cache-6", time.Minute, "StatefulSet", "cache", "sts-2"), nil, ""},
+		{"spec.ordinals.start: above the range", res("10.0.0.12", "redis", "cache-7", time.Minute, "StatefulSet", "cache", "sts-2"), nil, ScaledDown},
+		{"replicaset alive", res("10.0.0.13", "kafka", "ui-abc-q", time.Minute, "ReplicaSet", "ui-abc", "rs-1"), nil, ""},
+		{"replicaset's deployment gone", res("10.0.0.14", "kafka", "old-xyz-q", time.Minute, "ReplicaSet", "old-xyz", "rs-2"), nil, OwnerGone},
+		{"untracked owner kind never judged", res("10.0.0.15", "kafka", "job-q", time.Minute, "Job", "batch", "j-1"), nil, ""},
+		{"no owner", res("10.0.0.16", "kafka", "bare", time.Minute, "", "", ""), nil, ""},
+		{"manual wins over everything", res("10.0.0.17", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "sts-1"), func(w *World) { w.Manual = map[string]bool{"10.0.0.17": true} }, Manual},
+		{"pod name not of the set", res("10.0.0.18", "kafka", "other-9", time.Minute, "StatefulSet", "broker", "sts-1"), nil, ""},
+		{"no metadata (added by hand): TTL from the epoch", reserve.Entry{IP: "10.0.0.19"}, nil, TTL},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			if tc.w != nil {
+				tc.w(&w)
+			}
+			got := reasons(Plan([]reserve.Entry{tc.e}, t0, l, w))[tc.e.IP]
+			if got != tc.want {
+				t.Fatalf("reason %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlanMaxCountOldestFirst(t *testing.T) {
+	var es []reserve.Entry
+	// Five young reservations, two sharing a timestamp; max count 3.
+	for i, age := range []time.Duration{5, 1, 3, 3, 2} {
+		es = append(es, res(fmt.Sprintf("10.0.1.%d", i), "kafka", "bare", age*time.Minute, "", "", ""))
+	}
+	es = append(es, res("10.0.1.9", "gone", "x", 9*time.Minute, "", "", "")) // released by another rule, not counted
+	got := reasons(Plan(es, t0, Limits{TTL: time.Hour, MaxCount: 3}, world()))
+	want := map[string]Reason{"10.0.1.0": MaxCount, "10.0.1.2": MaxCount, "10.0.1.9": NamespaceGone}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for ip, r := range want {
+		if got[ip] != r {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	// The tie (10.0.1.2 and 10.0.1.3, both 3m) breaks by address, stably.
+	for range 20 {
+		slices.Reverse(es)
+		if g := reasons(Plan(es, t0, Limits{TTL: time.Hour, MaxCount: 3}, world())); g["10.0.1.2"] != MaxCount || g["10.0.1.3"] != "" {
+			t.Fatalf("tie broke differently: %v", g)
+		}
+	}
+}
+
+func TestPlanNothingDue(t *testing.T) {
+	es := []reserve.Entry{res("10.0.2.1", "kafka", "broker-0", time.Minute, "StatefulSet", "broker", "sts-1")}
+	if got := Plan(es, t0, Limits{TTL: time.Hour, MaxCount: 1}, world()); len(got) != 0 {
+		t.Fatalf("released %v", got)
+	}
+}

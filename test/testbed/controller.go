@@ -1,0 +1,83 @@
+package testbed
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// Controller is a running capo-controller replica. Its lease and config
+// live in the env's namespace, so tests do not share a leader.
+type Controller struct {
+	Agent    // the same process handle and metrics helpers
+	Identity string
+}
+
+// StartController runs one capo-controller replica, configured as the
+// Deployment's pods are, with a short lease so failover tests are quick.
+func (e *Env) StartController(identity string) *Controller {
+	e.T.Helper()
+	port, err := freePort()
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	c := &Controller{Agent: Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}, Identity: identity}
+	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAMESPACE=" + e.Namespace, "POD_NAME=" + identity}
+	argv = append(argv, e.Bed.CalicoEnv(e.DS)...)
+	argv = append(argv, e.Bed.Bin.CapoController, "--metrics-addr="+c.MetricsAddr,
+		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=debug")
+	c.proc, err = e.Bed.sp.start("capo-controller", filepath.Join(e.Dir, "controller-"+identity+".log"), argv...)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.T.Cleanup(c.Stop)
+	if err := waitHTTP(c.proc, "http://"+c.MetricsAddr+"/readyz", nil, "", 30*time.Second); err != nil {
+		e.T.Fatalf("capo-controller not ready: %v", err)
+	}
+	return c
+}
+
+// Log is what the replica has logged so far.
+func (c *Controller) Log() string {
+	b, _ := os.ReadFile(filepath.Join(c.env.Dir, "controller-"+c.Identity+".log"))
+	return string(b)
+}
+
+// Kill ends the replica without letting it give up its lease, as a node
+// crash would.
+func (c *Controller) Kill() {
+	_ = syscall.Kill(-c.proc.cmd.Process.Pid, syscall.SIGKILL)
+	<-c.proc.done
+}
+
+// Leading reports whether the replica says it holds the lease.
+func (c *Controller) Leading() bool { return c.Metric("capo_controller_is_leader") == 1 }
+
+// RSSBytes is the replica's resident memory.
+func (c *Controller) RSSBytes() int64 { return rss(c.proc.cmd.Process.Pid) }
+
+// ClearReservations deletes every capo reservation in the env's datastore,
+// for tests whose rules count all of them (max count).
+func (e *Env) ClearReservations() {
+	e.T.Helper()
+	ctx := context.Background()
+	list, err := e.Calico.IPReservations().List(ctx, options.ListOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	for _, r := range list.Items {
+		if r.Labels[reserve.ManagedByLabel] != reserve.ManagedBy {
+			continue
+		}
+		if _, err := e.Calico.IPReservations().Delete(ctx, r.Name, options.DeleteOptions{}); err != nil {
+			e.T.Fatal(err)
+		}
+	}
+}
