@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 )
 
@@ -13,9 +14,15 @@ import (
 // Calico IPAM stays allocated. An emptied last shard is deleted.
 func (s *CalicoStore) Release(ctx context.Context, node string, ips []string) ([]string, error) {
 	for attempt := 0; ; attempt++ {
-		objs, err := s.loadNode(ctx, node)
-		if err != nil {
-			return nil, err
+		var objs []*object
+		if attempt == 0 {
+			objs = s.listedNode(node)
+		}
+		if objs == nil {
+			var err error
+			if objs, err = s.loadNode(ctx, node); err != nil {
+				return nil, err
+			}
 		}
 		var released []string
 		for _, o := range objs {
@@ -27,7 +34,7 @@ func (s *CalicoStore) Release(ctx context.Context, node string, ips []string) ([
 				}
 			}
 		}
-		err = s.writeReleases(ctx, node, objs)
+		err := s.writeReleases(ctx, node, objs)
 		if err == nil {
 			slices.SortFunc(released, compareIP)
 			return released, nil
@@ -71,11 +78,18 @@ func (s *CalicoStore) List(ctx context.Context) ([]Entry, error) {
 		return nil, fmt.Errorf("listing reservations: %w", err)
 	}
 	var out []Entry
+	listed := map[string]*apiv3.IPReservation{}
+	defer func() {
+		s.mu.Lock()
+		s.listed = listed
+		s.mu.Unlock()
+	}()
 	for i := range list.Items {
 		res := &list.Items[i]
 		if res.Labels[ManagedByLabel] != ManagedBy {
 			continue
 		}
+		listed[res.Name] = res
 		node := res.Annotations[NodeLabel] // the label may be shortened; the annotation is whole
 		sh, err := decodeShard(node, res.Spec.ReservedCIDRs, res.Annotations[MetadataAnnotation])
 		if err != nil {

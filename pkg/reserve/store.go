@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
@@ -34,6 +35,13 @@ var _ Store = (*CalicoStore)(nil)
 type CalicoStore struct {
 	c      clientv3.IPReservationInterface
 	limits Limits
+
+	// listed holds the objects the last List read, by name: a release pass
+	// that follows a List writes against them (compare-and-swap on their
+	// version) instead of reading each node's objects again. A stale one
+	// only costs a conflict and a fresh read.
+	mu     sync.Mutex
+	listed map[string]*apiv3.IPReservation
 }
 
 // NewCalicoStore uses c (from clientv3.New) with the given limits.
@@ -56,6 +64,27 @@ type object struct {
 }
 
 func (o *object) dirty() bool { return len(o.adds) > 0 || len(o.drops) > 0 }
+
+// listedNode builds a node's shards from the last List, taking them out of
+// it; nil when that List did not hold the node's first shard.
+func (s *CalicoStore) listedNode(node string) []*object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*object
+	for i := 0; i < maxShards; i++ {
+		res, ok := s.listed[ShardName(node, i)]
+		if !ok {
+			break
+		}
+		delete(s.listed, res.Name)
+		sh, err := decodeShard(node, res.Spec.ReservedCIDRs, res.Annotations[MetadataAnnotation])
+		if err != nil {
+			return nil
+		}
+		out = append(out, &object{index: i, res: res, shard: sh})
+	}
+	return out
+}
 
 // loadNode reads a node's shards in order. Shards are only ever removed
 // from the end, so the first missing one ends the list.

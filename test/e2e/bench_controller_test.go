@@ -30,7 +30,7 @@ func BenchmarkControllerAtScale(b *testing.B) {
 					var es []reserve.Entry
 					for i := range per {
 						k := base + n*per + i
-						es = append(es, reserve.Entry{IP: net.IPv4(10, 200+byte(k>>16), byte(k>>8), byte(k)).String(), Namespace: "kafka-prod",
+						es = append(es, reserve.Entry{IP: net.IPv4(10, 200+byte(k>>16), byte(k>>8), byte(k)).String(), Namespace: env.Namespace,
 							Pod: fmt.Sprintf("broker-%d", k), PodUID: "8f0e2b9c-6a51-4c1e-9d3b-1f2a3b4c5d6e", Reason: reserve.ReasonCNIDel,
 							ReservedAt: now.Add(-age), OwnerKind: "Job", OwnerName: "batch", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"})
 					}
@@ -46,6 +46,9 @@ func BenchmarkControllerAtScale(b *testing.B) {
 			}
 			for n, _ := passes(); n < 5; n, _ = passes() {
 				time.Sleep(200 * time.Millisecond)
+			}
+			if got := c.Metric("capo_reserved_ips"); got != 10000 {
+				b.Fatalf("the controller holds %v reservations after its first passes, want 10000 (nothing is due)", got)
 			}
 			n0, s0 := passes()
 			time.Sleep(5 * time.Second)

@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+func TestMatchesManual(t *testing.T) {
+	e := reserve.Entry{IP: "10.0.0.2", Namespace: "kafka", Pod: "broker-1"}
+	for v, want := range map[string]bool{
+		"all":                 true,
+		" all ":               true,
+		"10.0.0.2":            true,
+		"10.0.0.1, 10.0.0.2":  true,
+		"10.0.0.20":           false,
+		"pod=kafka/broker-1":  true,
+		"pod=kafka/broker-10": false,
+		"pod=other/broker-1":  false,
+		"":                    false,
+	} {
+		if got := matchesManual(v, e); got != want {
+			t.Errorf("%q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+func TestNodeLost(t *testing.T) {
+	ready := func(s corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s}}}}
+	}
+	unreachable := ready(corev1.ConditionTrue)
+	unreachable.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
+	for name, tc := range map[string]struct {
+		n    *corev1.Node
+		want bool
+	}{
+		"gone":                {nil, true},
+		"ready":               {ready(corev1.ConditionTrue), false},
+		"not ready":           {ready(corev1.ConditionFalse), true},
+		"unknown":             {ready(corev1.ConditionUnknown), true},
+		"no condition yet":    {&corev1.Node{}, true},
+		"tainted unreachable": {unreachable, true},
+	} {
+		if got := nodeLost(tc.n); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
+	yes := true
+	now := metav1.Now()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "zk-0", Namespace: "zk", UID: "u", Labels: map[string]string{"a": "b"},
+			Annotations: map[string]string{"c": "d"}, DeletionTimestamp: &now,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "zk", UID: "s", Controller: &yes}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "big", Image: "x"}}},
+		Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}, PodIP: "10.0.0.1"},
+	}
+	o, _ := trimPod(p)
+	got := o.(*corev1.Pod)
+	if len(got.Spec.Containers) != 0 || len(got.ManagedFields) != 0 {
+		t.Fatal("trimPod kept what it should drop")
+	}
+	es := nodeLostEntries(got, time.Unix(100, 0))
+	if len(es) != 2 || es[0].Node != "n1" || es[0].OwnerName != "zk" || es[0].PodUID != "u" || es[0].Reason != reserve.ReasonNodeLost || got.DeletionTimestamp == nil {
+		t.Fatalf("entries from the trimmed pod: %+v", es)
+	}
+}
