@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -32,13 +32,15 @@ func TestDemo(t *testing.T) {
 	say("\ncapo demo: real etcd, kube-apiserver, calico, calico-ipam, capo-ipam and capo-agent on this machine.")
 	say("Two nodes, each with a 16-address Calico pool, full: 8 redis StatefulSet pods and 8 web pods.")
 	capoEnv := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 28, OptIn: true})
+	// A demo-sized TTL; Capo's default is 40m.
+	capoEnv.SetConfig("apiVersion: config.capo.io/v1\nkind: CapoConfig\nipReserveTime: 8s\nipReleasePeriod: 1s\n")
 	plainEnv := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 28, NoAgent: true})
 	nodes := []*node{
 		{label: "with capo (opted in)", env: capoEnv, list: capoEnv.Conflist(testbed.Capo)},
 		{label: "plain Calico", env: plainEnv, list: plainEnv.Conflist(testbed.PlainCalico)},
 	}
 	for _, n := range nodes {
-		redis := n.env.AddPods("redis", 8, n.list, testbed.StatefulPod("redis"))
+		redis := n.env.AddPods("redis", 8, n.list, testbed.OwnedBy(n.env.CreateStatefulSet("redis", 8)))
 		n.env.AddPods("web", 8, n.list, testbed.WithLabels(map[string]string{"app": "web"}))
 		n.redis3 = redis[3]
 		say("  %-22s %s  pool %s  redis-3 has %s", n.label, n.env.Node, n.env.Pool, n.redis3.IP())
@@ -76,22 +78,28 @@ func TestDemo(t *testing.T) {
 		}
 	}
 
-	say("\n3. The reservation ends (here by hand; capo-controller releases by TTL, count or owner), and the")
-	say("   address is allocatable again.")
-	store := reserve.NewCalicoStore(capoEnv.Calico, reserve.DefaultLimits)
-	if _, err := store.Release(ctx, capoEnv.Node, []string{r.IP}); err != nil {
-		t.Fatal(err)
+	say("\n3. capo-controller releases the reservation when its TTL (here 8s) has passed; the address is")
+	say("   allocatable again.")
+	c := capoEnv.StartController("demo")
+	start := time.Now()
+	for held := true; held; _, held = capoEnv.Reservations()[r.IP] {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the controller did not release the reservation")
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
+	say("   %-22s %s released after %s held (capo_releases_total{reason=\"ttl\"} = %v)", nodes[0].label, r.IP,
+		time.Since(r.ReservedAt).Round(time.Second), c.Metric("capo_releases_total", `reason="ttl"`))
 	later := capoEnv.NewSandbox(capoEnv.CreatePod("web-later", testbed.WithLabels(map[string]string{"app": "web"})), nodes[0].list)
 	if err := later.Add(ctx); err != nil || later.IP() != r.IP {
 		t.Fatalf("after release: ip %q err %v", later.IP(), err)
 	}
-	say("   %-22s web-later got %s once the reservation was released", nodes[0].label, later.IP())
+	say("   %-22s web-later got %s", nodes[0].label, later.IP())
 	say("\nverdict: %s after a kubelet eviction; %s. PASS", verdict[0], verdict[1])
 }
 
 func short(err error) string {
-	if strings.Contains(err.Error(), "free") {
+	if strings.Contains(err.Error(), "No IPs available") || strings.Contains(err.Error(), "free") {
 		return "calico-ipam: no free address in the pool"
 	}
 	return err.Error()

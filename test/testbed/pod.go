@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,5 +72,29 @@ func StatefulPod(set string) PodOption {
 		p.Labels["app"] = set
 		p.Labels["statefulset.kubernetes.io/pod-name"] = p.Name
 		WithOwner("StatefulSet", set)(p)
+	}
+}
+
+// CreateStatefulSet creates a StatefulSet object (no controller-manager runs
+// here, so it makes no pods; tests create them with OwnedBy).
+func (e *Env) CreateStatefulSet(name string, replicas int32) *appsv1.StatefulSet {
+	e.T.Helper()
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{
+		Replicas: &replicas, ServiceName: name,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}}}}}}
+	out, err := e.Kube.AppsV1().StatefulSets(e.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
+	if err != nil {
+		e.T.Fatalf("statefulset %s: %v", name, err)
+	}
+	return out
+}
+
+// OwnedBy makes the pod one of set's, with its labels and its real UID.
+func OwnedBy(set *appsv1.StatefulSet) PodOption {
+	return func(p *corev1.Pod) {
+		StatefulPod(set.Name)(p)
+		p.OwnerReferences[0].UID = set.UID
 	}
 }
