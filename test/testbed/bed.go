@@ -56,6 +56,9 @@ type Bed struct {
 	sp     *spawner
 	procs  []*proc
 	seq    atomic.Int64
+	envSeq atomic.Int64
+	region int
+	lock   *os.File // holds the region
 
 	mu      sync.Mutex
 	cleanup []func() // netns and other host state, undone on Stop
@@ -106,6 +109,10 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 		return nil, err
 	}
 	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}}
+	var err2 error
+	if b.region, b.lock, err2 = claimRegion(); err2 != nil {
+		return nil, err2
+	}
 	if err := b.start(ctx, root, logf); err != nil {
 		b.Stop()
 		return nil, err
@@ -197,6 +204,10 @@ func (b *Bed) Stop() {
 	b.procs = nil
 	if os.Getenv("CAPO_TESTBED_KEEP") == "" {
 		_ = os.RemoveAll(b.Dir)
+	}
+	if b.lock != nil {
+		b.lock.Close()
+		b.lock = nil
 	}
 }
 

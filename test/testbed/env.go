@@ -60,16 +60,22 @@ func (b *Bed) NewEnv(t testing.TB, ds Datastore, opts EnvOptions) *Env {
 	if opts.PoolPrefix == 0 {
 		opts.PoolPrefix = 26
 	}
-	n := b.seq.Add(1)
+	if opts.PoolPrefix < 24 || opts.PoolPrefix > 30 {
+		t.Fatalf("testbed: PoolPrefix %d: an env's pool is a /24 to a /30", opts.PoolPrefix)
+	}
+	n := int(b.envSeq.Add(1))
+	if n >= envsPerRegion {
+		t.Fatalf("testbed: more than %d envs in one run", envsPerRegion)
+	}
 	e := &Env{
-		T: t, Bed: b, DS: ds, ID: fmt.Sprintf("e%d", n),
+		T: t, Bed: b, DS: ds, ID: fmt.Sprintf("r%de%d", b.region, n),
 		Calico: b.calico[ds], Kube: b.Kube,
 	}
 	e.Node = "node-" + e.ID
 	e.Namespace = "ns-" + e.ID
 	e.Dir = filepath.Join(b.Dir, e.ID)
-	// Each env owns 10.<128+n/256>.<n%256>.0/24; the pool is its first /PoolPrefix.
-	e.Pool = &net.IPNet{IP: net.IPv4(10, byte(128+n/256), byte(n%256), 0).To4(), Mask: net.CIDRMask(opts.PoolPrefix, 32)}
+	// Each env owns 10.<128+8*region+n/256>.<n%256>.0/24; the pool is its first /PoolPrefix.
+	e.Pool = &net.IPNet{IP: net.IPv4(10, byte(128+8*b.region+n/256), byte(n%256), 0).To4(), Mask: net.CIDRMask(opts.PoolPrefix, 32)}
 	ctx := context.Background()
 	if err := e.create(ctx, opts); err != nil {
 		t.Fatalf("testbed env %s on %s: %v", e.ID, ds, err)
