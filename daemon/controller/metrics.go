@@ -19,6 +19,7 @@ type metrics struct {
 	planSeconds   prometheus.Histogram
 	passSeconds   prometheus.Histogram
 	nodeLost      prometheus.Counter
+	lostNodes     prometheus.Gauge
 	passErrors    prometheus.Counter
 	configReloads *prometheus.CounterVec
 }
@@ -46,6 +47,8 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		nodeLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_node_lost_reservations_total", Help: "Addresses reserved for pods deleted from a lost node."}),
+		lostNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_lost_nodes", Help: "Opted-in nodes that are NotReady, unreachable or unknown, as of the last pass: their pods' deletions are being covered."}),
 		passErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries."}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -56,7 +59,7 @@ func newMetrics() *metrics {
 		m.releases.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
-		m.nodeLost, m.passErrors, m.configReloads,
+		m.nodeLost, m.lostNodes, m.passErrors, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
 )
 
 // ReleaseAnnotation on a Node asks the controller to release reservations
@@ -40,6 +41,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	c.metrics.planSeconds.Observe(c.now().Sub(t).Seconds())
 	released, err := c.apply(ctx, plan)
 	c.gauges(entries, released, cfg.IPReserveMaxCount)
+	c.countLostNodes()
 	if err != nil {
 		return err
 	}
@@ -111,6 +113,17 @@ func (c *Controller) gauges(entries []reserve.Entry, released map[string]bool, m
 	} else {
 		c.metrics.oldest.Set(c.now().Sub(oldest).Seconds())
 	}
+}
+
+func (c *Controller) countLostNodes() {
+	n := 0
+	for _, o := range c.caches.nodes.GetStore().List() {
+		node := o.(*corev1.Node)
+		if selection.NodeOptedIn(selection.Of(node)) && nodeLost(node) {
+			n++
+		}
+	}
+	c.metrics.lostNodes.Set(float64(n))
 }
 
 // manualRequests turns the nodes' release annotations into addresses.

@@ -238,10 +238,11 @@ func TestLostNodeIsCovered(t *testing.T) {
 		sbs := env.AddPods("zk", 8, conflist, testbed.StatefulPod("zk"))
 		victim := sbs[5]
 		runningOn(t, env, victim)
-		env.StartController("c1")
+		env.SetConfig(configWith(""))
+		c := env.StartController("c1")
 		env.Agent.Stop() // the node dies: no kubelet, no agent, no CNI DEL
 		setNodeReady(t, env, corev1.ConditionUnknown)
-		time.Sleep(500 * time.Millisecond)
+		c.WaitMetric(1, "capo_lost_nodes")
 		env.DeletePod(victim.Pod.Name, 0) // the pod GC force-deletes it
 		eventually(t, 10*time.Second, victim.IP()+" reserved as node-lost", func() bool {
 			r, ok := env.Reservations()[victim.IP()]
