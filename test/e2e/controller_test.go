@@ -240,9 +240,11 @@ func TestLostNodeIsCovered(t *testing.T) {
 		runningOn(t, env, victim)
 		env.SetConfig(configWith(""))
 		c := env.StartController("c1")
+		c.WaitMetricAtLeast(1, "capo_release_pass_duration_seconds_count")
+		lostBefore := c.Metric("capo_lost_nodes")
 		env.Agent.Stop() // the node dies: no kubelet, no agent, no CNI DEL
 		setNodeReady(t, env, corev1.ConditionUnknown)
-		c.WaitMetric(1, "capo_lost_nodes")
+		c.WaitMetric(lostBefore+1, "capo_lost_nodes")
 		env.DeletePod(victim.Pod.Name, 0) // the pod GC force-deletes it
 		eventually(t, 10*time.Second, victim.IP()+" reserved as node-lost", func() bool {
 			r, ok := env.Reservations()[victim.IP()]

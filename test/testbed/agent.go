@@ -81,10 +81,21 @@ func (a *Agent) Metric(name string, labels ...string) float64 {
 // WaitMetric waits until Metric(name, labels...) equals want.
 func (a *Agent) WaitMetric(want float64, name string, labels ...string) {
 	a.env.T.Helper()
+	a.waitMetric(func(v float64) bool { return v == want }, want, name, labels...)
+}
+
+// WaitMetricAtLeast waits until Metric(name, labels...) reaches want.
+func (a *Agent) WaitMetricAtLeast(want float64, name string, labels ...string) {
+	a.env.T.Helper()
+	a.waitMetric(func(v float64) bool { return v >= want }, want, name, labels...)
+}
+
+func (a *Agent) waitMetric(ok func(float64) bool, want float64, name string, labels ...string) {
+	a.env.T.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got := a.Metric(name, labels...)
-		if got == want {
+		if ok(got) {
 			return
 		}
 		if time.Now().After(deadline) {

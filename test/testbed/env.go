@@ -100,8 +100,15 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 		return err
 	}
 	labels := map[string]string{envLabel: e.ID, "kubernetes.io/hostname": e.Node}
-	if _, err := e.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+	node, err := e.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	// Ready, as a joined node's kubelet reports it.
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := e.Kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("node status: %w", err)
 	}
 	if e.DS == Etcd {
 		// On etcd, Calico keeps its own Node; on Kubernetes it reads the Node above.
