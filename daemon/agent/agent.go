@@ -6,20 +6,17 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/ctxutil"
+	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -128,26 +125,7 @@ func (a *Agent) onConfig(err error) {
 
 // serveMetrics serves /metrics, /healthz and /readyz on their own port.
 func (a *Agent) serveMetrics(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.ready.Load() {
-			http.Error(w, "caches not synced or socket not open", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	srv := &http.Server{Addr: a.opts.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	l, err := net.Listen("tcp", a.opts.MetricsAddr)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return daemon.ServeMetrics(ctx, a.opts.MetricsAddr, a.metrics.reg, a.ready.Load, "caches not synced or socket not open")
 }
 
 // countLoop keeps the reserved-addresses gauge current.

@@ -6,15 +6,11 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -24,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -160,24 +157,5 @@ func (c *Controller) onConfig(err error) {
 }
 
 func (c *Controller) serveMetrics(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !c.synced.Load() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	l, err := net.Listen("tcp", c.opts.MetricsAddr)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return daemon.ServeMetrics(ctx, c.opts.MetricsAddr, c.metrics.reg, c.synced.Load, "caches not synced")
 }

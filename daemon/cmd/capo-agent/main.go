@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/capo-net/capo/daemon/agent"
+	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/version"
@@ -23,7 +25,7 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	opts, logLevel, qps, err := parseFlags(os.Args[1:])
+	opts, level, qps, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -31,25 +33,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel})).With("component", "capo-agent"))
-	kube, err := kubeclient.Kubernetes("capo-agent", 50)
-	if err != nil {
-		slog.Error("startup", "err", err)
-		return 1
-	}
-	calico, datastore, err := kubeclient.Calico(qps)
-	if err != nil {
-		slog.Error("startup", "err", err)
-		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	slog.Info("starting", "version", version.Version, "node", opts.NodeName, "datastore", datastore)
-	if err := agent.New(opts, kube, calico).Run(ctx); err != nil {
-		slog.Error("capo-agent stopped", "err", err)
-		return 1
-	}
-	return 0
+	return daemon.Run("capo-agent", level, qps, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
+		return agent.New(opts, kube, calico).Run(ctx)
+	})
 }
 
 func parseFlags(args []string) (agent.Options, slog.Level, float32, error) {
@@ -91,9 +77,9 @@ Flags:
 	if qps <= 0 {
 		return o, 0, 0, fmt.Errorf("capo-agent: --datastore-qps must be positive")
 	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return o, 0, 0, fmt.Errorf("capo-agent: --log-level: %w", err)
+	l, err := daemon.ParseLevel(level)
+	if err != nil {
+		return o, 0, 0, fmt.Errorf("capo-agent: %w", err)
 	}
 	return o, l, float32(qps), nil
 }

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/capo-net/capo/daemon/controller"
+	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/version"
@@ -30,25 +32,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "capo-controller"))
-	kube, err := kubeclient.Kubernetes("capo-controller", 50)
-	if err != nil {
-		slog.Error("startup", "err", err)
-		return 1
-	}
-	calico, datastore, err := kubeclient.Calico(qps)
-	if err != nil {
-		slog.Error("startup", "err", err)
-		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	slog.Info("starting", "version", version.Version, "identity", opts.Identity, "datastore", datastore)
-	if err := controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits)).Run(ctx); err != nil {
-		slog.Error("capo-controller stopped", "err", err)
-		return 1
-	}
-	return 0
+	return daemon.Run("capo-controller", level, qps, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
+		return controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits)).Run(ctx)
+	})
 }
 
 func parseFlags(args []string) (controller.Options, slog.Level, float32, error) {
@@ -93,9 +79,9 @@ Flags:
 	if qps <= 0 {
 		return o, 0, 0, errors.New("capo-controller: --datastore-qps must be positive")
 	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return o, 0, 0, fmt.Errorf("capo-controller: --log-level: %w", err)
+	l, err := daemon.ParseLevel(level)
+	if err != nil {
+		return o, 0, 0, fmt.Errorf("capo-controller: %w", err)
 	}
 	return o, l, float32(qps), nil
 }
