@@ -46,8 +46,10 @@ unit:
 
 ## e2e: the real Calico chain on both datastores; builds etcd, kube-apiserver
 ## and calico once into ~/.cache/capo-testbed (several minutes the first time).
+## One test binary at a time (-p 1): each runs its own etcd and API server,
+## and two cores do not carry three of each without stalls.
 e2e:
-	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:'; exit $${PIPESTATUS[0]}
+	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:'; exit $${PIPESTATUS[0]}
 
 ## bench: calico-ipam alone vs through capo, side by side in one run; the
 ## release planner and the controller at 10 000 reservations.
