@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/capo-net/capo/pkg/version.Version=$(VERSION)
 export GONOSUMDB := github.com/projectcalico,k8s.io
 export CGO_ENABLED := 0
 
-BINARIES := capo-ipam capo-agent capo-controller
+BINARIES := capo-ipam capo-agent capo-controller capo-install
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
@@ -25,6 +25,9 @@ bin/capo-agent:
 
 bin/capo-controller:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/capo-controller
+
+bin/capo-install:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./install/cmd/capo-install
 
 ## demo: capo's main job on the real chain, told step by step (root).
 demo:

@@ -1,16 +1,15 @@
 package plugin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/jsonedit"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -86,44 +85,21 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 
 // locateIPAM finds the byte span of the top-level "ipam" value.
 func (c *NetConf) locateIPAM() error {
-	dec := json.NewDecoder(bytes.NewReader(c.raw))
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	var err error
+	c.ipamStart, c.ipamEnd, err = jsonedit.Find(c.raw, "ipam")
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jsonedit.ErrInvalid):
+		return fmt.Errorf("netconf on stdin is %w", err)
+	case errors.Is(err, jsonedit.ErrWrongKind):
 		return errors.New("netconf on stdin is not a JSON object")
-	}
-	found := false
-	for dec.More() {
-		keyTok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
-		}
-		if keyTok != "ipam" {
-			continue
-		}
-		if found {
-			return errors.New(`netconf has more than one "ipam" key; keep one`)
-		}
-		found = true
-		c.ipamEnd = int(dec.InputOffset())
-		c.ipamStart = c.ipamEnd - len(value)
-	}
-	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("netconf on stdin has data after the JSON object")
-	}
-	if !found {
+	case errors.Is(err, jsonedit.ErrDuplicateKey):
+		return errors.New(`netconf has more than one "ipam" key; keep one`)
+	case errors.Is(err, jsonedit.ErrNotFound):
 		return errors.New(`netconf has no "ipam" block; capo-ipam must be called as the ipam plugin of the calico plugin`)
 	}
-	return nil
+	return fmt.Errorf("netconf on stdin: %w", err)
 }
 
 func (c *NetConf) parseIPAM(block []byte) error {
@@ -186,10 +162,7 @@ func (c *NetConf) DelegateType() string { return c.IPAM.delegateType }
 // DelegateNetConf is the netconf the delegate receives: the original bytes
 // with the ipam value replaced by the delegate block, every other key intact.
 func (c *NetConf) DelegateNetConf() []byte {
-	out := make([]byte, 0, len(c.raw)-(c.ipamEnd-c.ipamStart)+len(c.IPAM.Delegate))
-	out = append(out, c.raw[:c.ipamStart]...)
-	out = append(out, c.IPAM.Delegate...)
-	return append(out, c.raw[c.ipamEnd:]...)
+	return jsonedit.Replace(c.raw, c.ipamStart, c.ipamEnd, c.IPAM.Delegate)
 }
 
 // Raw is the netconf exactly as it arrived on stdin.

@@ -53,7 +53,7 @@ func TestParseNetConfErrors(t *testing.T) {
 		{"not json", `hello`, "not valid JSON"},
 		{"truncated", `{"name":"n","ipam":{"type":"capo-ipam"}`, "not valid JSON"},
 		{"array", `[1,2]`, "not a JSON object"},
-		{"trailing data", `{"name":"n","ipam":{"type":"capo-ipam"}} {}`, "data after the JSON object"},
+		{"trailing data", `{"name":"n","ipam":{"type":"capo-ipam"}} {}`, "not valid JSON"},
 		{"no ipam", `{"name":"n","type":"calico"}`, `no "ipam" block`},
 		{"two ipam", `{"ipam":{"type":"capo-ipam"},"ipam":{"type":"capo-ipam"}}`, `more than one "ipam"`},
 		{"ipam not object", `{"ipam":"capo-ipam"}`, `"ipam" is not a JSON object`},
