@@ -35,6 +35,7 @@ replace (
 require (
 	github.com/containernetworking/cni v1.2.3
 	github.com/containernetworking/plugins v1.6.2
+	github.com/fsnotify/fsnotify v1.9.0
 	github.com/projectcalico/api v0.0.0-20251022175904-f2ab03771208
 	github.com/projectcalico/calico v0.0.0-20251021213802-b1f3c43f8437
 	github.com/prometheus/client_golang v1.23.0
@@ -62,7 +63,6 @@ require (
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.11.0 // indirect
-	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.7.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect

@@ -14,12 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/ctxutil"
 	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // Options are the agent's settings, from flags and the environment.
@@ -32,6 +34,13 @@ type Options struct {
 	ConfigMap       string
 	DrainInterval   time.Duration
 	CNIBinDir       string // where the delegate lives as the agent sees it; "" = as recorded
+
+	// ManageCNI makes the agent install capo-ipam while the node is opted
+	// in and remove it otherwise.
+	ManageCNI      bool
+	CNIConfDir     string
+	CapoIPAMSource string        // the capo-ipam binary to install
+	CNIResync      time.Duration // periodic check of the CNI chain
 }
 
 // Agent wires the parts; Run starts them.
@@ -48,6 +57,7 @@ type Agent struct {
 	reserve Reserver
 	journal journal.Dir
 	release Releaser
+	cni     *cniManager
 	now     func() time.Time
 	ready   atomic.Bool
 }
@@ -66,18 +76,38 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 		now:     time.Now,
 	}
 	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
+	if opts.ManageCNI {
+		a.cni = &cniManager{a: a, resync: opts.CNIResync, trigger: make(chan struct{}, 1), opts: install.Options{
+			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts)}}
+	}
 	facts.onNodeChange(func(n *corev1.Node) {
 		in := 0.0
 		if selection.NodeOptedIn(selection.Of(n)) {
 			in = 1
 		}
 		a.metrics.nodeOptedIn.Set(in)
+		if a.cni != nil {
+			a.cni.poke()
+		}
 	})
 	a.facts = facts
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return a.config.Get().ReserveTimeout })
 	a.reserve = a.batcher
 	a.release = &execReleaser{cniBinDir: opts.CNIBinDir}
 	return a
+}
+
+// ipamExtra is what capo-ipam must be told beside its delegate: where this
+// agent listens and keeps state, when not the defaults.
+func ipamExtra(o Options) map[string]any {
+	extra := map[string]any{}
+	if o.Socket != wire.DefaultSocket {
+		extra["agent_socket"] = o.Socket
+	}
+	if o.StateDir != journal.DefaultStateDir {
+		extra["state_dir"] = o.StateDir
+	}
+	return extra
 }
 
 // Run serves until ctx ends. The socket opens only once the caches have
@@ -105,6 +135,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { errc <- a.serveSocket(ctx, l) }()
 	go a.drainLoop(ctx)
 	go a.countLoop(ctx)
+	if a.cni != nil {
+		done := make(chan struct{})
+		go func() { a.cni.run(ctx); close(done) }()
+		defer func() { <-done; a.cni.onExit(podIdentity()) }()
+	}
 	a.ready.Store(true)
 	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
 	select {

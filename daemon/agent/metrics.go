@@ -16,6 +16,9 @@ type metrics struct {
 	configReloads  *prometheus.CounterVec
 	releases       *prometheus.CounterVec
 	nodeOptedIn    prometheus.Gauge
+	cniInstalled   prometheus.Gauge
+	cniReapplied   *prometheus.CounterVec
+	cniErrors      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,8 +53,20 @@ func newMetrics() *metrics {
 			Name: "capo_agent_node_opted_in",
 			Help: "1 when this node carries the opt-in annotation, as the agent sees it.",
 		}),
+		cniInstalled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agent_cni_installed",
+			Help: "1 when capo-ipam is in this node's CNI chain (with --manage-cni).",
+		}),
+		cniReapplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_cni_reapplied_total",
+			Help: "Times capo had to put its edit back after the CNI config or binary was rewritten (calico-node restarts do this), by what (config, binary).",
+		}, []string{"what"}),
+		cniErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capo_agent_cni_errors_total",
+			Help: "Install or uninstall attempts that failed; each is retried.",
+		}),
 	}
-	m.reg.MustRegister(m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

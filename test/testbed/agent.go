@@ -34,21 +34,34 @@ type Agent struct {
 	MetricsAddr string
 }
 
+// AgentOptions are what a test may change about how the agent runs.
+type AgentOptions struct {
+	ManageCNI *NodeCNI // manage this node CNI layout (--manage-cni)
+	PodName   string   // the agent's own pod (POD_NAME), for its exit check
+}
+
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
 // pod would be (NODENAME, Calico's datastore variables), and waits until it
 // is ready. Its config ConfigMap lives in the env's namespace.
-func (e *Env) StartAgent() *Agent {
+func (e *Env) StartAgent() *Agent { return e.StartAgentWith(AgentOptions{}) }
+
+// StartAgentWith is StartAgent with options.
+func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	e.T.Helper()
 	port, err := freePort()
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
-	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "NODENAME=" + e.Node, "POD_NAMESPACE=" + e.Namespace}
+	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "NODENAME=" + e.Node, "POD_NAMESPACE=" + e.Namespace, "POD_NAME=" + o.PodName}
 	argv = append(argv, e.Bed.CalicoEnv(e.DS)...)
 	argv = append(argv, e.Bed.Bin.CapoAgent,
 		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr,
 		"--drain-interval=1s", "--log-level=debug")
+	if n := o.ManageCNI; n != nil {
+		argv = append(argv, "--manage-cni", "--cni-conf-dir="+n.ConfDir, "--cni-bin-dir="+n.BinDir,
+			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s")
+	}
 	a.proc, err = e.Bed.sp.start("capo-agent", filepath.Join(e.Dir, "agent.log"), argv...)
 	if err != nil {
 		e.T.Fatal(err)

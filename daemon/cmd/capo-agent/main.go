@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
@@ -62,7 +63,12 @@ Flags:
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", kubeclient.Env("POD_NAMESPACE", "kube-system"), "namespace of the config ConfigMap (env POD_NAMESPACE)")
 	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
 	fs.DurationVar(&o.DrainInterval, "drain-interval", 10*time.Second, "how often journaled DELs are replayed")
-	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "where the delegate IPAM plugin is, as this process sees it; empty means the recorded CNI_PATH")
+	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "the node's CNI bin dir as this process sees it: where capo-ipam is installed and the delegate replayed from; empty means the recorded CNI_PATH (and no --manage-cni)")
+	fs.BoolVar(&o.ManageCNI, "manage-cni", false, "install capo-ipam into the node's CNI chain while the node is opted in, remove it otherwise, re-apply when calico-node rewrites it; needs --cni-bin-dir and --cni-conf-dir")
+	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "", "the node's CNI conf dir as this process sees it (with --manage-cni)")
+	self, _ := os.Executable()
+	fs.StringVar(&o.CapoIPAMSource, "capo-ipam-source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary --manage-cni installs")
+	fs.DurationVar(&o.CNIResync, "cni-resync", 30*time.Second, "with --manage-cni, how often the CNI chain is checked besides watching it")
 	fs.StringVar(&level, "log-level", level, "debug, info, warn or error")
 	fs.Float64Var(&qps, "datastore-qps", qps, "request rate limit of the Calico client on the Kubernetes datastore (libcalico-go's own default is 5); each reservation costs about two requests")
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +82,12 @@ Flags:
 	}
 	if qps <= 0 {
 		return o, 0, 0, fmt.Errorf("capo-agent: --datastore-qps must be positive")
+	}
+	if o.ManageCNI && (o.CNIBinDir == "" || o.CNIConfDir == "") {
+		return o, 0, 0, fmt.Errorf("capo-agent: --manage-cni needs --cni-bin-dir and --cni-conf-dir")
+	}
+	if o.ManageCNI && o.CNIResync < time.Second {
+		return o, 0, 0, fmt.Errorf("capo-agent: --cni-resync %s is below 1s", o.CNIResync)
 	}
 	l, err := daemon.ParseLevel(level)
 	if err != nil {

@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/pkg/selection"
+)
+
+// cniManager keeps the node's CNI chain as the opt-in annotation says:
+// capo-ipam installed while the node is opted in, Calico's own chain
+// otherwise. calico-node rewrites its conflist and recopies its binaries
+// whenever it starts, so the directories are watched and the edit is
+// re-applied at once; a periodic check covers a missed event.
+type cniManager struct {
+	a       *Agent
+	opts    install.Options
+	resync  time.Duration
+	trigger chan struct{}
+	applied bool // installed at least once since start: later changes are re-applies
+}
+
+func (m *cniManager) poke() {
+	select {
+	case m.trigger <- struct{}{}:
+	default:
+	}
+}
+
+func (m *cniManager) run(ctx context.Context) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		slog.Error("cannot watch the CNI directories; relying on the periodic check", "err", err)
+	} else {
+		defer w.Close()
+		for _, d := range []string{m.opts.CNIConfDir, m.opts.CNIBinDir} {
+			if err := w.Add(d); err != nil {
+				slog.Error("cannot watch a CNI directory; relying on the periodic check", "dir", d, "err", err)
+			}
+		}
+		go m.forward(ctx, w)
+	}
+	t := time.NewTicker(m.resync)
+	defer t.Stop()
+	for {
+		m.reconcile()
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.trigger:
+			// Let a burst of writes (a conflist and several binaries) settle.
+			time.Sleep(100 * time.Millisecond)
+			for len(m.trigger) > 0 {
+				<-m.trigger
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// forward turns directory events into a reconcile; capo's own temp files
+// and renames cause one harmless extra pass.
+func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			m.poke()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			slog.Warn("CNI directory watch", "err", err)
+		}
+	}
+}
+
+func (m *cniManager) reconcile() {
+	want := selection.NodeOptedIn(selection.Of(m.a.facts.Node()))
+	if !want {
+		r, err := install.Uninstall(m.opts)
+		m.report("uninstall", r, err)
+		m.applied = false
+		return
+	}
+	r, err := install.Install(m.opts)
+	m.report("install", r, err)
+	if err == nil {
+		m.applied = true
+	}
+}
+
+func (m *cniManager) report(op string, r *install.Result, err error) {
+	switch {
+	case err != nil:
+		m.a.metrics.cniErrors.Inc()
+		slog.Error("CNI "+op+" failed; retrying on the next change or check", "err", err)
+	case r.AlreadyCorrect:
+	case op == "install" && m.applied:
+		if r.ConfigChanged {
+			m.a.metrics.cniReapplied.WithLabelValues("config").Inc()
+		}
+		if r.BinaryChanged {
+			m.a.metrics.cniReapplied.WithLabelValues("binary").Inc()
+		}
+		slog.Warn("re-applied capo to the CNI chain after it was rewritten (calico-node restarted?)", "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged)
+	default:
+		slog.Info("CNI "+op, "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged || r.BinaryRemoved)
+	}
+	installed := 0.0
+	if op == "install" && err == nil {
+		installed = 1
+	}
+	m.a.metrics.cniInstalled.Set(installed)
+}
+
+// onExit uninstalls when the agent's DaemonSet is going away for good;
+// a rolling update or a node reboot leaves the node as it is.
+func (m *cniManager) onExit(podNamespace, podName string) {
+	if podName == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pod, err := m.a.kube.CoreV1().Pods(podNamespace).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		slog.Warn("cannot tell whether capo is being removed; leaving the CNI chain as it is", "err", err)
+		return
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "DaemonSet" {
+		return
+	}
+	ds, err := m.a.kube.AppsV1().DaemonSets(podNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	gone := apierrors.IsNotFound(err) || (err == nil && (ds.DeletionTimestamp != nil || ds.UID != ref.UID))
+	if !gone {
+		return
+	}
+	r, err := install.Uninstall(m.opts)
+	m.report("uninstall", r, err)
+	if err == nil {
+		slog.Info("capo's DaemonSet is deleted: the node's CNI chain is Calico's own again")
+	}
+}
+
+func podIdentity() (string, string) { return os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME") }

@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/test/testbed"
+)
+
+func installed(t *testing.T, n *testbed.NodeCNI) bool {
+	t.Helper()
+	data, err := os.ReadFile(n.ConfFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := install.Inspect(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, binErr := os.Stat(filepath.Join(n.BinDir, "capo-ipam"))
+	return st.Installed && binErr == nil
+}
+
+func TestNodeOptInDrivesInstallation(t *testing.T) {
+	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+		ctx := context.Background()
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{NoAgent: true})
+		env.EnableNamespace()
+		n := env.SetupNodeCNI()
+		set, podName := env.AgentDaemonSet()
+		a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: podName})
+
+		// Not opted in: Calico's chain stays as calico-node wrote it.
+		time.Sleep(time.Second)
+		if got, _ := os.ReadFile(n.ConfFile); string(got) != string(n.Original) {
+			t.Fatal("the conflist changed on a node that is not opted in")
+		}
+
+		env.OptInNode()
+		a.WaitMetric(1, "capo_agent_cni_installed")
+		if !installed(t, n) {
+			t.Fatal("opted in, but capo-ipam is not in the chain")
+		}
+		// The runtime's view: a selected pod through the files on disk.
+		sb := env.NewDiskSandbox(env.CreatePod("db-0", testbed.StatefulPod("db")), n)
+		if err := sb.Add(ctx); err != nil {
+			t.Fatalf("ADD through the installed chain: %v", err)
+		}
+		if err := sb.Del(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !held(env, sb.IP()) {
+			t.Fatal("the installed chain did not reserve")
+		}
+
+		// calico-node restarts and rewrites its conflist and binaries.
+		rewrote := time.Now()
+		n.CalicoNodeRewrites(env)
+		eventually(t, 5*time.Second, "capo's edit re-applied", func() bool { return installed(t, n) })
+		took := time.Since(rewrote)
+		t.Logf("re-applied %s after calico-node's rewrite", took.Round(time.Millisecond))
+		if took > 2*time.Second {
+			t.Fatalf("re-applied after %s; the watch should catch a rewrite within a second", took)
+		}
+		a.WaitMetricAtLeast(1, "capo_agent_cni_reapplied_total", `what="config"`)
+
+		// Opt-out: the chain is Calico's own again, byte for byte.
+		env.OptOutNode()
+		a.WaitMetric(0, "capo_agent_cni_installed")
+		if got, _ := os.ReadFile(n.ConfFile); string(got) != string(n.Original) {
+			t.Fatalf("opt-out did not restore calico-node's conflist:\n%s", got)
+		}
+		if _, err := os.Stat(filepath.Join(n.BinDir, "capo-ipam")); err == nil {
+			t.Fatal("opt-out left capo-ipam in the bin dir")
+		}
+
+		// A rolling update stops the agent: the node stays as it is.
+		env.OptInNode()
+		a.WaitMetric(1, "capo_agent_cni_installed")
+		a.Stop()
+		if !installed(t, n) {
+			t.Fatal("stopping the agent while its DaemonSet exists removed capo")
+		}
+		// Deleting the DaemonSet for good: the last agent restores Calico's chain.
+		a = env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: podName})
+		a.WaitMetric(1, "capo_agent_cni_installed")
+		if err := env.Kube.AppsV1().DaemonSets(env.Namespace).Delete(ctx, set.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		a.Stop()
+		if got, _ := os.ReadFile(n.ConfFile); string(got) != string(n.Original) || strings.Contains(string(got), "capo-ipam") {
+			t.Fatalf("after the DaemonSet was deleted the conflist is:\n%s", got)
+		}
+	})
+}
