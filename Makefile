@@ -12,7 +12,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
 
-.PHONY: all build demo test lint unit e2e bench testbins clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build demo test lint unit e2e bench testbins manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -59,6 +59,10 @@ e2e:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/release/ | grep -E '^(Benchmark|ok|FAIL)'
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_COUNT) -timeout 60m ./test/e2e/ | grep -E '^(Benchmark|ok|FAIL|PASS)'
+
+## manifests: render the Helm chart's defaults into deploy/manifests/capo.yaml.
+manifests:
+	$(GO) test ./deploy/ -run TestManifestsInSync -update
 
 ## testbins: build the pinned test servers and calico ahead of time.
 testbins:

@@ -1,0 +1,51 @@
+{{- define "capo.labels" -}}
+app.kubernetes.io/name: capo
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{- define "capo.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{- define "capo.datastoreEnv" -}}
+- name: DATASTORE_TYPE
+  value: {{ .Values.datastore.type | quote }}
+{{- if eq .Values.datastore.type "etcdv3" }}
+- name: ETCD_ENDPOINTS
+  value: {{ required "datastore.etcdEndpoints is required with datastore.type etcdv3" .Values.datastore.etcdEndpoints | quote }}
+{{- if .Values.datastore.etcdTLSSecret }}
+- name: ETCD_CA_CERT_FILE
+  value: /calico-secrets/etcd-ca
+- name: ETCD_CERT_FILE
+  value: /calico-secrets/etcd-cert
+- name: ETCD_KEY_FILE
+  value: /calico-secrets/etcd-key
+{{- end }}
+{{- else if ne .Values.datastore.type "kubernetes" }}
+{{- fail "datastore.type must be kubernetes or etcdv3" }}
+{{- end }}
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+{{- end }}
+
+{{- define "capo.etcdVolume" -}}
+{{- if and (eq .Values.datastore.type "etcdv3") .Values.datastore.etcdTLSSecret }}
+- name: etcd-certs
+  secret:
+    secretName: {{ .Values.datastore.etcdTLSSecret }}
+    defaultMode: 0400
+{{- end }}
+{{- end }}
+
+{{- define "capo.etcdMount" -}}
+{{- if and (eq .Values.datastore.type "etcdv3") .Values.datastore.etcdTLSSecret }}
+- name: etcd-certs
+  mountPath: /calico-secrets
+  readOnly: true
+{{- end }}
+{{- end }}

@@ -1,0 +1,134 @@
+package deploy
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/capo-net/capo/pkg/config"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/manifests/capo.yaml from the chart")
+
+// The plain manifests are the chart rendered with its defaults; they are
+// regenerated (make manifests), never edited by hand.
+func TestManifestsInSync(t *testing.T) {
+	got, err := Render("capo", "capo-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(ManifestsFile(), got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(ManifestsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatal("deploy/manifests/capo.yaml is out of date with the chart: run make manifests")
+	}
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+func TestDefaults(t *testing.T) {
+	out, err := Render("capo", "capo-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "capo-system" {
+			t.Errorf("%s %s in namespace %q", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+	for kind, n := range map[string]int{"DaemonSet": 1, "Deployment": 1, "ConfigMap": 2, "ServiceAccount": 2, "ClusterRole": 2, "Role": 2, "Service": 2, "ServiceMonitor": 1, "PrometheusRule": 1} {
+		if kinds[kind] != n {
+			t.Errorf("%d %s, want %d", kinds[kind], kind, n)
+		}
+	}
+	// The ConfigMap holds a config capo itself accepts, equal to its defaults.
+	cm := find(t, objs, "ConfigMap", "capo-config")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+	c, err := config.Parse([]byte(data))
+	if err != nil {
+		t.Fatalf("the chart's config does not parse: %v\n%s", err, data)
+	}
+	if d := config.Default(); c.IPReserveTime != d.IPReserveTime || c.IPReserveMaxCount != d.IPReserveMaxCount || len(c.Selectors) != len(d.Selectors) {
+		t.Fatalf("chart defaults %+v differ from capo's %+v", c, d)
+	}
+	dash := find(t, objs, "ConfigMap", "capo-grafana-dashboard")
+	board, _, _ := unstructured.NestedString(dash.Object, "data", "capo.json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(board), &v); err != nil || len(v["panels"].([]any)) < 8 {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	args, _, _ := unstructured.NestedSlice(find(t, objs, "DaemonSet", "capo-agent").Object, "spec", "template", "spec", "containers")
+	if s := strings.Join(toStrings(args[0].(map[string]any)["args"]), " "); !strings.Contains(s, "--manage-cni") {
+		t.Fatalf("agent args %s", s)
+	}
+}
+
+func TestValuesTakeEffect(t *testing.T) {
+	out, err := Render("edge", "kube-system", map[string]any{
+		"datastore":  map[string]any{"type": "etcdv3", "etcdEndpoints": "https://10.0.0.10:2379", "etcdTLSSecret": "calico-etcd-secrets"},
+		"controller": map[string]any{"replicas": 3},
+		"agent":      map[string]any{"manageCNI": false},
+		"config":     map[string]any{"ipReserveTime": "2h", "podSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "zookeeper"}}}},
+		"metrics":    map[string]any{"serviceMonitor": map[string]any{"enabled": false}, "prometheusRule": map[string]any{"enabled": false}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, want := range []string{"ETCD_ENDPOINTS", "https://10.0.0.10:2379", "secretName: calico-etcd-secrets", "replicas: 3", "ipReserveTime: 2h", "app: zookeeper"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered manifests lack %q", want)
+		}
+	}
+	for _, gone := range []string{"kind: ServiceMonitor", "kind: PrometheusRule", "--manage-cni"} {
+		if strings.Contains(text, gone) {
+			t.Errorf("rendered manifests still have %q", gone)
+		}
+	}
+	cm := find(t, objs, "ConfigMap", "capo-config")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+	if _, err := config.Parse([]byte(data)); err != nil {
+		t.Fatalf("non-default config does not parse: %v\n%s", err, data)
+	}
+	if _, err := Render("x", "y", map[string]any{"datastore": map[string]any{"type": "etcdv3"}}); err == nil || !strings.Contains(err.Error(), "etcdEndpoints is required") {
+		t.Fatalf("etcdv3 without endpoints: %v", err)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, s.(string))
+	}
+	return out
+}
