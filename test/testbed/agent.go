@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,12 +33,15 @@ type Agent struct {
 	env         *Env
 	proc        *proc
 	MetricsAddr string
+	logFile     string
 }
 
 // AgentOptions are what a test may change about how the agent runs.
 type AgentOptions struct {
-	ManageCNI *NodeCNI // manage this node CNI layout (--manage-cni)
-	PodName   string   // the agent's own pod (POD_NAME), for its exit check
+	ManageCNI  *NodeCNI // manage this node CNI layout (--manage-cni)
+	PodName    string   // the agent's own pod (POD_NAME), for its exit check
+	Kubeconfig string   // run with these credentials instead of the bed's admin
+	Namespace  string   // the agent's namespace (POD_NAMESPACE: its config); default the env's
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -53,8 +57,15 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
-	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "NODENAME=" + e.Node, "POD_NAMESPACE=" + e.Namespace, "POD_NAME=" + o.PodName}
+	ns := e.Namespace
+	if o.Namespace != "" {
+		ns = o.Namespace
+	}
+	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "NODENAME=" + e.Node, "POD_NAMESPACE=" + ns, "POD_NAME=" + o.PodName}
 	argv = append(argv, e.Bed.CalicoEnv(e.DS)...)
+	if o.Kubeconfig != "" {
+		argv = append(argv, "KUBECONFIG="+o.Kubeconfig) // env(1): the last assignment wins
+	}
 	argv = append(argv, e.Bed.Bin.CapoAgent,
 		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr,
 		"--drain-interval=1s", "--log-level=debug")
@@ -62,7 +73,8 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		argv = append(argv, "--manage-cni", "--cni-conf-dir="+n.ConfDir, "--cni-bin-dir="+n.BinDir,
 			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s")
 	}
-	a.proc, err = e.Bed.sp.start("capo-agent", filepath.Join(e.Dir, "agent.log"), argv...)
+	a.logFile = filepath.Join(e.Dir, "agent.log")
+	a.proc, err = e.Bed.sp.start("capo-agent", a.logFile, argv...)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -75,6 +87,12 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 
 // Stop ends the agent as a DaemonSet rollout would (SIGTERM).
 func (a *Agent) Stop() { a.proc.stop() }
+
+// Log is what the process has logged so far.
+func (a *Agent) Log() string {
+	b, _ := os.ReadFile(a.logFile)
+	return string(b)
+}
 
 // Metric returns the sum of a metric's samples whose labels contain every
 // given label="value" pair.

@@ -2,7 +2,6 @@ package testbed
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -23,17 +22,31 @@ type Controller struct {
 // StartController runs one capo-controller replica, configured as the
 // Deployment's pods are, with a short lease so failover tests are quick.
 func (e *Env) StartController(identity string) *Controller {
+	return e.StartControllerWith(identity, AgentOptions{})
+}
+
+// StartControllerWith is StartController with another namespace or
+// credentials (AgentOptions' Kubeconfig and Namespace).
+func (e *Env) StartControllerWith(identity string, o AgentOptions) *Controller {
 	e.T.Helper()
 	port, err := freePort()
 	if err != nil {
 		e.T.Fatal(err)
 	}
 	c := &Controller{Agent: Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}, Identity: identity}
-	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAMESPACE=" + e.Namespace, "POD_NAME=" + identity}
+	ns := e.Namespace
+	if o.Namespace != "" {
+		ns = o.Namespace
+	}
+	argv := []string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "POD_NAMESPACE=" + ns, "POD_NAME=" + identity}
 	argv = append(argv, e.Bed.CalicoEnv(e.DS)...)
+	if o.Kubeconfig != "" {
+		argv = append(argv, "KUBECONFIG="+o.Kubeconfig)
+	}
 	argv = append(argv, e.Bed.Bin.CapoController, "--metrics-addr="+c.MetricsAddr,
 		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=debug")
-	c.proc, err = e.Bed.sp.start("capo-controller", filepath.Join(e.Dir, "controller-"+identity+".log"), argv...)
+	c.logFile = filepath.Join(e.Dir, "controller-"+identity+".log")
+	c.proc, err = e.Bed.sp.start("capo-controller", c.logFile, argv...)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -42,12 +55,6 @@ func (e *Env) StartController(identity string) *Controller {
 		e.T.Fatalf("capo-controller not ready: %v", err)
 	}
 	return c
-}
-
-// Log is what the replica has logged so far.
-func (c *Controller) Log() string {
-	b, _ := os.ReadFile(filepath.Join(c.env.Dir, "controller-"+c.Identity+".log"))
-	return string(b)
 }
 
 // Kill ends the replica without letting it give up its lease, as a node

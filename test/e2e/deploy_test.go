@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capo-net/capo/deploy"
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/test/testbed"
+)
+
+func renderChart(t *testing.T, release, namespace string, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := deploy.Render(release, namespace, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := deploy.Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func createNamespace(t *testing.T, name string) {
+	t.Helper()
+	if _, err := bed.Kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every object the chart renders, with default and non-default values, is
+// accepted by a real API server (schema, validation, admission), Prometheus
+// operator CRDs included; the plain manifests too.
+func TestChartAppliesToARealAPIServer(t *testing.T) {
+	ctx := context.Background()
+	if err := bed.ApplyPrometheusCRDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id := bed.Unique("")
+	cases := map[string]map[string]any{
+		"defaults": nil,
+		"etcd, no monitoring, three controllers": {
+			"datastore":  map[string]any{"type": "etcdv3", "etcdEndpoints": "https://10.0.0.10:2379", "etcdTLSSecret": "calico-etcd-secrets"},
+			"controller": map[string]any{"replicas": 3, "tolerations": []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}}},
+			"agent":      map[string]any{"manageCNI": false, "cniBinDir": "/usr/libexec/cni"},
+			"metrics":    map[string]any{"serviceMonitor": map[string]any{"enabled": false}, "grafanaDashboard": map[string]any{"enabled": false}},
+			"config":     map[string]any{"ipReserveMaxCount": 5000, "podSelectors": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "app", "operator": "In", "values": []any{"zookeeper", "kafka"}}}}}},
+		},
+	}
+	for name, values := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := "capo-dry-" + id + "-" + strings.Fields(name)[0][:4]
+			createNamespace(t, strings.TrimSuffix(ns, ","))
+			objs := renderChart(t, "capo", strings.TrimSuffix(ns, ","), values)
+			for _, err := range bed.Apply(ctx, objs, true) {
+				t.Error(err)
+			}
+		})
+	}
+	t.Run("plain manifests", func(t *testing.T) {
+		data, err := os.ReadFile(deploy.ManifestsFile())
+		if err != nil {
+			t.Fatal(err)
+		}
+		createNamespace(t, "capo-system")
+		objs, err := deploy.Objects(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range bed.Apply(ctx, objs, true) {
+			t.Error(err)
+		}
+	})
+}
+
+// The agent and the controller run with tokens bound to exactly the chart's
+// roles, through every path that reads or writes something.
+func TestChartRBACIsEnough(t *testing.T) {
+	ctx := context.Background()
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, NoAgent: true})
+	ns := "capo-rbac-" + env.ID
+	createNamespace(t, ns)
+	var rbac []*unstructured.Unstructured
+	for _, o := range renderChart(t, "capo", ns, nil) {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap":
+			rbac = append(rbac, o)
+		}
+	}
+	for _, err := range bed.Apply(ctx, rbac, false) {
+		t.Fatal(err)
+	}
+	agentKC, err := bed.ServiceAccountKubeconfig(ctx, ns, "capo-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrlKC, err := bed.ServiceAccountKubeconfig(ctx, ns, "capo-controller")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Agent = env.StartAgentWith(testbed.AgentOptions{Kubeconfig: agentKC, Namespace: ns})
+
+	// Agent: decide and reserve, from the ADD record and from Calico's handle.
+	conflist := env.Conflist(testbed.Capo)
+	sbs := env.AddPods("kafka", 7, conflist, testbed.StatefulPod("kafka"))
+	if err := (journal.Dir{Root: env.StateDir()}).ForgetAddrs(testbed.NetworkName, sbs[0].ContainerID, "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs[:2] {
+		env.Evict(sb.Pod.Name)
+		if err := sb.Del(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !held(env, sb.IP()) {
+			t.Fatalf("%s not reserved under the chart's agent role", sb.IP())
+		}
+	}
+	if got := env.Agent.Metric("capo_agent_del_decisions_total", `outcome="failed"`); got != 0 {
+		t.Fatalf("%v teardowns failed under the chart's agent role", got)
+	}
+
+	// Controller: a TTL release, a lost node, an Event, a release by hand.
+	setConfig := func(yaml string) {
+		cm, err := bed.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "capo-config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["config.yaml"] = yaml
+		if _, err := bed.Kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConfig(configWith("ipReserveTime: 1h\n"))
+	c := env.StartControllerWith("rbac", testbed.AgentOptions{Kubeconfig: ctrlKC, Namespace: ns})
+	eventually(t, 15*time.Second, "the controller leads", c.Leading)
+	lost := sbs[4]
+	runningOn(t, env, lost)
+	c.WaitMetricAtLeast(1, "capo_release_pass_duration_seconds_count")
+	setNodeReady(t, env, corev1.ConditionFalse)
+	c.WaitMetricAtLeast(1, "capo_lost_nodes")
+	env.DeletePod(lost.Pod.Name, 0)
+	eventually(t, 10*time.Second, "the lost node's pod reserved", func() bool { return held(env, lost.IP()) })
+	setNodeReady(t, env, corev1.ConditionTrue)
+	p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"capo.io/release": sbs[1].IP()}}})
+	if _, err := bed.Kube.CoreV1().Nodes().Patch(ctx, env.Node, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the release by hand", func() bool { return !held(env, sbs[1].IP()) })
+	eventually(t, 10*time.Second, "an Event on the evicted pod", func() bool {
+		evs, err := bed.Kube.CoreV1().Events(env.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=IPReservationReleased"})
+		return err == nil && len(evs.Items) > 0
+	})
+	setConfig(configWith("ipReserveTime: 1s\n"))
+	eventually(t, 15*time.Second, "TTL releases", func() bool { return len(env.Reservations()) == 0 })
+
+	for who, log := range map[string]string{"agent": env.Agent.Log(), "controller": c.Log()} {
+		if strings.Contains(strings.ToLower(log), "forbidden") {
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(strings.ToLower(line), "forbidden") {
+					t.Errorf("%s: %s", who, line)
+					break
+				}
+			}
+		}
+	}
+}
