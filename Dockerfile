@@ -1,12 +1,18 @@
-# Builds capo's binaries from Go modules only; the run stage holds no shell.
-FROM golang:1.26 AS build
+# capo: one image with capo-agent, capo-controller, capo-install and
+# capo-ipam. Built from Go modules only; the run stage has no shell.
+#   docker build --build-arg VERSION=$(git describe --tags --always) -t capo .
+FROM golang:1.26-bookworm AS build
 WORKDIR /src
+ENV CGO_ENABLED=0 GONOSUMDB=github.com/projectcalico,k8s.io
 COPY go.mod go.sum ./
-RUN GONOSUMDB=github.com/projectcalico,k8s.io go mod download
+RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN make build VERSION=${VERSION}
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /src/bin/ /usr/local/bin/
-ENTRYPOINT ["/usr/local/bin/capo-ipam"]
+COPY --from=build /src/bin/capo-agent /src/bin/capo-controller /src/bin/capo-install /src/bin/capo-ipam /usr/local/bin/
+# Non-root by default (the controller runs so); the agent's DaemonSet runs
+# it as root because it writes the node's CNI files.
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/capo-controller"]
