@@ -42,7 +42,7 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 	var stdout bytes.Buffer
 	j := &fakeJournal{}
 	args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0"}
-	if err := add(context.Background(), args, mustConf(t, testConf), d, j, &stdout); err != nil {
+	if err := add(context.Background(), args, mustConf(t, testConf), d, j, nil, &stdout); err != nil {
 		t.Fatal(err)
 	}
 	if got := stdout.String(); got != `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.1.2.3/32"}]}` {
@@ -107,7 +107,7 @@ func TestDelegateHangHitsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
 	defer cancel()
 	start := time.Now()
-	err := add(ctx, &skel.CmdArgs{}, conf, d, &fakeJournal{}, &bytes.Buffer{})
+	err := add(ctx, &skel.CmdArgs{}, conf, d, &fakeJournal{}, nil, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
 		t.Fatalf("err = %v", err)
 	}

@@ -82,7 +82,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return err
 	}
 	defer c.done()
-	return add(c.ctx, args, c.conf, c.d, c.journal, os.Stdout)
+	var ann Annotations
+	if kc := kubeconfigOf(c.conf); kc != "" {
+		ann = kubeAnnotations{kubeconfig: kc}
+	}
+	return add(c.ctx, args, c.conf, c.d, c.journal, ann, os.Stdout)
 }
 
 func cmdDel(args *skel.CmdArgs) error {
@@ -113,7 +117,11 @@ func cmdCheck(args *skel.CmdArgs) error {
 // add returns the delegate's result unchanged: stdout carries it verbatim.
 // The addresses are recorded for the DEL; if that fails the DEL reads
 // Calico's handle instead, so the ADD does not fail for it.
-func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j Journal, stdout io.Writer) error {
+func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j Journal, ann Annotations, stdout io.Writer) error {
+	if err := applyPodIPAMChoices(ctx, args, conf, ann); err != nil {
+		slog.Error("ADD failed", "err", err)
+		return err
+	}
 	out, err := d.Invoke(ctx, "ADD", conf)
 	if err != nil {
 		slog.Error("ADD failed", "err", err)
@@ -130,6 +138,40 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j J
 		return fmt.Errorf("writing the result: %w", err)
 	}
 	slog.Info("ADD delegated", "delegate", conf.DelegateType(), "ips", ips)
+	return nil
+}
+
+// applyPodIPAMChoices does for the delegate what the calico plugin does for
+// calico-ipam and skips for any other ipam type: the pod's (or namespace's)
+// pool and family annotations.
+func applyPodIPAMChoices(ctx context.Context, args *skel.CmdArgs, conf *NetConf, ann Annotations) error {
+	if conf.DelegateType() != "calico-ipam" {
+		return nil
+	}
+	var ka k8sArgs
+	if err := types.LoadArgs(args.Args, &ka); err != nil {
+		return fmt.Errorf("reading CNI_ARGS %q: %w", args.Args, err)
+	}
+	ns, name := string(ka.K8S_POD_NAMESPACE), string(ka.K8S_POD_NAME)
+	if name == "" {
+		return nil
+	}
+	if ann == nil {
+		slog.Warn("the netconf names no kubernetes.kubeconfig: Calico's pool and family annotations cannot be read")
+		return nil
+	}
+	nsAnn, podAnn, err := ann.Get(ctx, ns, name)
+	if err != nil {
+		return err
+	}
+	delegate, applied, err := applyCalicoAnnotations(conf.IPAM.Delegate, nsAnn, podAnn, ns+"/"+name)
+	if err != nil {
+		return err
+	}
+	if applied {
+		conf.IPAM.Delegate = delegate
+		slog.Info("applied Calico's IPAM annotations to the delegate", "delegate", string(delegate))
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/reserve"
@@ -171,4 +172,31 @@ func (e *Env) teardown() {
 	if _, err := e.Calico.IPPools().Delete(ctx, "pool-"+e.ID, options.DeleteOptions{}); err != nil {
 		e.T.Logf("testbed: deleting pool of %s: %v", e.ID, err)
 	}
+}
+
+// AddPool adds another IP pool that only the env's node uses: offset and
+// prefix carve it out of the env's /24 (e.g. 64 and 27 for .64/27).
+func (e *Env) AddPool(name string, offset, prefix int) *net.IPNet {
+	e.T.Helper()
+	ip := append(net.IP(nil), e.Pool.IP.To4()...)
+	ip[3] = byte(offset)
+	cidr := &net.IPNet{IP: ip, Mask: net.CIDRMask(prefix, 32)}
+	pool := &apiv3.IPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apiv3.IPPoolSpec{CIDR: cidr.String(), BlockSize: max(prefix, 26),
+			NodeSelector: fmt.Sprintf("%s == '%s'", envLabel, e.ID), IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever},
+	}
+	if _, err := e.Calico.IPPools().Create(context.Background(), pool, options.SetOptions{}); err != nil {
+		e.T.Fatalf("pool %s: %v", name, err)
+	}
+	e.T.Cleanup(func() { _, _ = e.Calico.IPPools().Delete(context.Background(), name, options.DeleteOptions{}) })
+	return cidr
+}
+
+// AnnotateNamespace sets annotations on the env's namespace.
+func (e *Env) AnnotateNamespace(kv map[string]string) {
+	e.patch(func(ctx context.Context, p []byte) error {
+		_, err := e.Kube.CoreV1().Namespaces().Patch(ctx, e.Namespace, types.MergePatchType, p, metav1.PatchOptions{})
+		return err
+	}, map[string]any{"metadata": map[string]any{"annotations": kv}})
 }

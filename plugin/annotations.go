@@ -1,0 +1,135 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Calico's per-pod IPAM choices. The calico plugin applies them only when
+// its ipam type is literally "calico-ipam", so under capo-ipam capo applies
+// them to the delegate, with Calico's semantics: the namespace's annotation
+// is the default and the pod's overrides it.
+const (
+	AnnotationIPv4Pools  = "cni.projectcalico.org/ipv4pools"
+	AnnotationIPv6Pools  = "cni.projectcalico.org/ipv6pools"
+	AnnotationIPFamilies = "cni.projectcalico.org/ipFamilies"
+)
+
+// Annotations reads a pod's and its namespace's annotations.
+type Annotations interface {
+	Get(ctx context.Context, namespace, pod string) (nsAnn, podAnn map[string]string, err error)
+}
+
+// applyCalicoAnnotations returns the delegate block with the pool and family
+// annotations applied, and whether any applied. A malformed annotation fails
+// the ADD, as it does under calico-ipam.
+func applyCalicoAnnotations(delegate json.RawMessage, nsAnn, podAnn map[string]string, pod string) (json.RawMessage, bool, error) {
+	pick := func(key string) (string, string) {
+		if v := podAnn[key]; v != "" {
+			return v, "pod " + pod
+		}
+		return nsAnn[key], "the namespace of pod " + pod
+	}
+	v4, v4From := pick(AnnotationIPv4Pools)
+	v6, v6From := pick(AnnotationIPv6Pools)
+	fam, famFrom := pick(AnnotationIPFamilies)
+	if v4 == "" && v6 == "" && fam == "" {
+		return delegate, false, nil
+	}
+	var ipam map[string]any
+	if err := json.Unmarshal(delegate, &ipam); err != nil {
+		return nil, false, fmt.Errorf("ipam.delegate: %w", err)
+	}
+	list := func(key, value, from string) ([]string, error) {
+		var l []string
+		if err := json.Unmarshal([]byte(value), &l); err != nil {
+			return nil, fmt.Errorf("annotation %s=%q on %s is not a JSON list of pool names or CIDRs, like [\"default-ipv4-ippool\"]: %v", key, value, from, err)
+		}
+		return l, nil
+	}
+	if v4 != "" {
+		l, err := list(AnnotationIPv4Pools, v4, v4From)
+		if err != nil {
+			return nil, false, err
+		}
+		ipam["ipv4_pools"] = l
+	}
+	if v6 != "" {
+		l, err := list(AnnotationIPv6Pools, v6, v6From)
+		if err != nil {
+			return nil, false, err
+		}
+		ipam["ipv6_pools"] = l
+	}
+	if fam != "" {
+		var l []string
+		if err := json.Unmarshal([]byte(fam), &l); err != nil {
+			return nil, false, fmt.Errorf("annotation %s=%q on %s is not a JSON list like [\"IPv4\",\"IPv6\"]: %v", AnnotationIPFamilies, fam, famFrom, err)
+		}
+		v4on, v6on := "false", "false"
+		for _, f := range l {
+			switch f {
+			case "IPv4":
+				v4on = "true"
+			case "IPv6":
+				v6on = "true"
+			default:
+				return nil, false, fmt.Errorf("annotation %s=%q on %s: %q is not IPv4 or IPv6", AnnotationIPFamilies, fam, famFrom, f)
+			}
+		}
+		ipam["assign_ipv4"], ipam["assign_ipv6"] = v4on, v6on
+	}
+	out, err := json.Marshal(ipam)
+	return out, true, err
+}
+
+// kubeAnnotations reads from the API server with the calico plugin's own
+// kubeconfig (the netconf's kubernetes.kubeconfig), as the plugin does.
+type kubeAnnotations struct{ kubeconfig string }
+
+func (k kubeAnnotations) Get(ctx context.Context, namespace, pod string) (map[string]string, map[string]string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubeconfig %s: %w", k.kubeconfig, err)
+	}
+	cfg.UserAgent = "capo-ipam"
+	c, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		wg         sync.WaitGroup
+		ns         *corev1.Namespace
+		p          *corev1.Pod
+		nsErr, pEr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); ns, nsErr = c.Namespaces().Get(ctx, namespace, metav1.GetOptions{}) }()
+	go func() { defer wg.Done(); p, pEr = c.Pods(namespace).Get(ctx, pod, metav1.GetOptions{}) }()
+	wg.Wait()
+	if pEr != nil {
+		return nil, nil, fmt.Errorf("reading pod %s/%s for Calico's IPAM annotations: %w", namespace, pod, pEr)
+	}
+	if nsErr != nil {
+		return nil, nil, fmt.Errorf("reading namespace %s for Calico's IPAM annotations: %w", namespace, nsErr)
+	}
+	return ns.Annotations, p.Annotations, nil
+}
+
+// kubeconfigOf is the calico plugin's kubeconfig from the netconf.
+func kubeconfigOf(conf *NetConf) string {
+	var k struct {
+		Kubernetes struct {
+			Kubeconfig string `json:"kubeconfig"`
+		} `json:"kubernetes"`
+	}
+	_ = json.Unmarshal(conf.Raw(), &k)
+	return k.Kubernetes.Kubeconfig
+}
