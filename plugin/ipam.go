@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -82,9 +83,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return err
 	}
 	defer c.done()
-	var ann Annotations
+	ann := agentAnnotations{agent: wire.NewClient(c.conf.IPAM.AgentSocket), timeout: 2 * time.Second}
 	if kc := kubeconfigOf(c.conf); kc != "" {
-		ann = kubeAnnotations{kubeconfig: kc}
+		ann.fallback = kubeAnnotations{kubeconfig: kc}
 	}
 	return add(c.ctx, args, c.conf, c.d, c.journal, ann, os.Stdout)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/capo-net/capo/pkg/wire"
@@ -83,6 +84,7 @@ func (a *Agent) socketHandler() http.Handler {
 		}
 		a.handleReserve(w, r)
 	})
+	mux.HandleFunc("POST "+wire.AnnotationsPath, a.handleAnnotations)
 	return mux
 }
 
@@ -109,6 +111,37 @@ func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
 	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "socket").Inc()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
+// cannot find is an error: capo-ipam then asks the API server itself.
+func (a *Agent) handleAnnotations(w http.ResponseWriter, r *http.Request) {
+	var req wire.AnnotationsRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "request is not a valid annotations request: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	pod := a.facts.Pod(ctx, req.Pod)
+	ns := a.facts.Namespace(req.Pod.Namespace)
+	if pod == nil || ns == nil {
+		writeError(w, http.StatusNotFound, "pod or namespace not known to the agent yet")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations)})
+}
+
+// calicoOnly keeps the annotations the calico plugin reads for IPAM.
+func calicoOnly(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if strings.HasPrefix(k, "cni.projectcalico.org/") {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

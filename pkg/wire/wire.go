@@ -9,6 +9,10 @@ const DefaultSocket = "/var/run/capo/agent.sock"
 // ReservePath is the one endpoint capo-ipam calls.
 const ReservePath = "/v1/reserve"
 
+// AnnotationsPath answers a pod's Calico IPAM annotations from the agent's
+// caches, so capo-ipam's ADD need not read them from the API server.
+const AnnotationsPath = "/v1/ipam-annotations"
+
 // MaxBodyBytes bounds every body either side reads.
 const MaxBodyBytes = 64 << 10
 
@@ -55,4 +59,16 @@ type ReserveResponse struct {
 // ErrorResponse is sent with a non-200 status.
 type ErrorResponse struct {
 	Error string `json:"error"`
+}
+
+// AnnotationsRequest asks for the Calico IPAM annotations of a pod and of
+// its namespace.
+type AnnotationsRequest struct {
+	Pod PodRef `json:"pod"`
+}
+
+// AnnotationsResponse carries only the cni.projectcalico.org/ annotations.
+type AnnotationsResponse struct {
+	Namespace map[string]string `json:"namespace,omitempty"`
+	Pod       map[string]string `json:"pod,omitempty"`
 }

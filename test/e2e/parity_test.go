@@ -99,5 +99,17 @@ func TestCalicoPoolAnnotationsKeepWorking(t *testing.T) {
 				}
 			})
 		}
+		// capo-ipam asks the agent first; with the agent down it reads the
+		// API server with Calico's own kubeconfig, and the ADD still works.
+		t.Run("agent down", func(t *testing.T) {
+			capo.env.Agent.Stop()
+			pool, err := capo.add(t, "p-agent-down", map[string]string{"cni.projectcalico.org/ipv4pools": fmt.Sprintf(`["gold-%s"]`, capo.env.ID)})
+			if err != nil || pool != "gold" {
+				t.Fatalf("pool %q err %v", pool, err)
+			}
+			if !strings.Contains(capo.env.CapoIPAMLog(), "reading the API server") {
+				t.Fatal("the fallback was not taken")
+			}
+		})
 	})
 }
