@@ -90,6 +90,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 			a.cni.poke()
 		}
 	})
+	newFixedAddressWarner(kube, opts.NodeName, func() bool { return selection.NodeOptedIn(selection.Of(facts.Node())) }, a.metrics.fixedAddrPods.Inc).watch(facts)
 	a.facts = facts
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return a.config.Get().ReserveTimeout })
 	a.reserve = a.batcher

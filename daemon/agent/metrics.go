@@ -19,6 +19,7 @@ type metrics struct {
 	cniInstalled   prometheus.Gauge
 	cniReapplied   *prometheus.CounterVec
 	cniErrors      prometheus.Counter
+	fixedAddrPods  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -65,8 +66,12 @@ func newMetrics() *metrics {
 			Name: "capo_agent_cni_errors_total",
 			Help: "Install or uninstall attempts that failed; each is retried.",
 		}),
+		fixedAddrPods: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capo_agent_fixed_address_pods_total",
+			Help: "Pods with cni.projectcalico.org/ipAddrs or ipAddrsNoIpam scheduled to this opted-in node, where the calico plugin rejects them.",
+		}),
 	}
-	m.reg.MustRegister(m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.fixedAddrPods, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

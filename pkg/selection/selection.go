@@ -53,16 +53,40 @@ type Selector struct {
 	Selector labels.Selector
 }
 
-// NodeOptedIn reports whether a node's annotations opt it in.
+// NodeLabel opts a node in like the annotation, and lets pods that must
+// not land on opted-in nodes (fixed-address pods) say so with node affinity.
+const NodeLabel = "capo.io/ip-reserve"
+
+// NodeOptedIn reports whether a node's annotation or label opts it in.
 func NodeOptedIn(node *Object) bool {
-	return node != nil && node.Annotations[NodeAnnotation] == Enabled
+	return node != nil && (node.Annotations[NodeAnnotation] == Enabled || node.Labels[NodeLabel] == Enabled)
+}
+
+// Calico's fixed-address annotations: the calico plugin rejects pods that
+// carry them unless its ipam type is literally calico-ipam.
+const (
+	AnnotationIPAddrs       = "cni.projectcalico.org/ipAddrs"
+	AnnotationIPAddrsNoIPAM = "cni.projectcalico.org/ipAddrsNoIpam"
+)
+
+// FixedAddress names the fixed-address annotation a pod carries, or "".
+func FixedAddress(pod *Object) string {
+	if pod == nil {
+		return ""
+	}
+	for _, k := range []string{AnnotationIPAddrs, AnnotationIPAddrsNoIPAM} {
+		if pod.Annotations[k] != "" {
+			return k
+		}
+	}
+	return ""
 }
 
 // Decide applies the rules in order: node opt-in, unknown pod, pod
 // annotation, namespace label with pod selectors.
 func Decide(node, namespace, pod *Object, selectors []Selector) Decision {
 	if !NodeOptedIn(node) {
-		return Decision{NodeNotOptedIn, fmt.Sprintf("node lacks annotation %s=%s", NodeAnnotation, Enabled)}
+		return Decision{NodeNotOptedIn, fmt.Sprintf("node lacks annotation or label %s=%s", NodeAnnotation, Enabled)}
 	}
 	if pod == nil {
 		// A missed reservation breaks clients; a needless one costs one

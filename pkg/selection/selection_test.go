@@ -39,6 +39,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{"node unknown", nil, nsOn, pod(sts, ""), NodeNotOptedIn, "node lacks"},
 		{"node not annotated", &Object{}, nsOn, pod(sts, Enabled), NodeNotOptedIn, "node lacks"},
+		{"node labelled instead", &Object{Labels: map[string]string{NodeLabel: Enabled}}, nsOn, pod(sts, ""), Selected, "selector"},
 		{"node annotated wrong value", &Object{Annotations: map[string]string{NodeAnnotation: "true"}}, nsOn, pod(sts, ""), NodeNotOptedIn, "node lacks"},
 		{"statefulset pod in enabled namespace", optedIn, nsOn, pod(sts, ""), Selected, "selector statefulset.kubernetes.io/pod-name exists"},
 		{"kafka broker in enabled namespace", optedIn, nsOn, pod(kafka, ""), Selected, "selector brokerId exists"},
@@ -62,5 +63,20 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("got %+v, want %s with rule containing %q", d, tc.want, tc.rule)
 			}
 		})
+	}
+}
+
+func TestFixedAddress(t *testing.T) {
+	for ann, want := range map[string]string{"": "", AnnotationIPAddrs: AnnotationIPAddrs, AnnotationIPAddrsNoIPAM: AnnotationIPAddrsNoIPAM} {
+		o := &Object{Annotations: map[string]string{}}
+		if ann != "" {
+			o.Annotations[ann] = `["10.0.0.5"]`
+		}
+		if got := FixedAddress(o); got != want {
+			t.Errorf("%q: %q", ann, got)
+		}
+	}
+	if FixedAddress(nil) != "" {
+		t.Fatal("nil pod")
 	}
 }

@@ -19,6 +19,7 @@ type Binaries struct {
 	CapoIPAM            string // built from this checkout on every run
 	CapoAgent           string // likewise
 	CapoController      string // likewise
+	CapoInstall         string // likewise
 }
 
 // RepoRoot is the directory of capo's go.mod.
@@ -69,6 +70,7 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 		CapoIPAM:       filepath.Join(workDir, "capo-ipam"),
 		CapoAgent:      filepath.Join(workDir, "capo-agent"),
 		CapoController: filepath.Join(workDir, "capo-controller"),
+		CapoInstall:    filepath.Join(workDir, "capo-install"),
 	}
 	steps := []struct{ dir, pkg, out string }{
 		{tools, "go.etcd.io/etcd/server/v3", b.Etcd},
@@ -80,7 +82,7 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 			return nil, err
 		}
 	}
-	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent, "./daemon/cmd/capo-controller": b.CapoController} {
+	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent, "./daemon/cmd/capo-controller": b.CapoController, "./install/cmd/capo-install": b.CapoInstall} {
 		if err := goBuild(root, pkg, out); err != nil {
 			return nil, err
 		}

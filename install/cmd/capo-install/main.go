@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,8 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/pkg/kubeclient"
+	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/version"
 )
 
@@ -27,6 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the runtime's CNI conf dir, as this process sees it")
 	fs.StringVar(&o.Source, "source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary to install")
 	socket := fs.String("agent-socket", "", "capo-ipam's agent_socket, if not the default")
+	node := fs.String("node", os.Getenv("NODENAME"), "this node's name: check lists its pods whose fixed addresses the calico plugin rejects under capo-ipam (needs KUBECONFIG or in-cluster credentials)")
 	stateDir := fs.String("state-dir", "", "capo-ipam's state_dir, if not the default")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `capo-install %s: puts capo-ipam into this node's Calico CNI chain.
@@ -76,8 +83,18 @@ Flags:
 	case "check":
 		var rep *install.Report
 		rep, err = install.Check(o)
-		out = rep
-		if err == nil && rep.Problem != "" {
+		if err != nil {
+			break
+		}
+		full := checkReport{Report: rep}
+		if *node != "" {
+			full.FixedAddressPods, full.FixedAddressPodsNotChecked = fixedAddressPods(*node)
+			if rep.Installed && len(full.FixedAddressPods) > 0 {
+				rep.Problem = fmt.Sprintf("%d pods on this node carry fixed-address annotations the calico plugin rejects under capo-ipam; move them to nodes that are not opted in", len(full.FixedAddressPods))
+			}
+		}
+		out = full
+		if rep.Problem != "" {
 			printJSON(stdout, out)
 			return 1
 		}
@@ -96,4 +113,35 @@ Flags:
 func printJSON(w io.Writer, v any) {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(w, string(b))
+}
+
+// checkReport is what check prints: the files, and the pods that will not
+// start here while capo-ipam is installed.
+type checkReport struct {
+	*install.Report
+	FixedAddressPods           []string `json:",omitempty"`
+	FixedAddressPodsNotChecked string   `json:",omitempty"`
+}
+
+// fixedAddressPods lists the node's pods carrying Calico's fixed-address
+// annotations, or says why it could not.
+func fixedAddressPods(node string) ([]string, string) {
+	kube, err := kubeclient.Kubernetes("capo-install", 5)
+	if err != nil {
+		return nil, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err.Error()
+	}
+	var out []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if key := selection.FixedAddress(selection.Of(p)); key != "" {
+			out = append(out, p.Namespace+"/"+p.Name+" ("+key+")")
+		}
+	}
+	return out, ""
 }
