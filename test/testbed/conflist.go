@@ -43,17 +43,21 @@ func (e *Env) ConflistWith(mode IPAM, extra map[string]any) []byte {
 	case Etcd:
 		calico["etcd_endpoints"] = e.Bed.EtcdURL
 	}
+	ipam := map[string]any{"type": "calico-ipam"}
+	if e.Pool6 != nil {
+		ipam["assign_ipv6"] = "true"
+	}
 	switch mode {
 	case Capo:
 		calico["ipam"] = map[string]any{
 			"type":         "capo-ipam",
-			"delegate":     map[string]any{"type": "calico-ipam"},
+			"delegate":     ipam,
 			"agent_socket": e.AgentSocket(),
 			"state_dir":    e.StateDir(),
 			"log_file":     filepath.Join(e.Dir, "capo-ipam.log"),
 		}
 	default:
-		calico["ipam"] = map[string]any{"type": "calico-ipam"}
+		calico["ipam"] = ipam
 	}
 	for k, v := range extra {
 		calico[k] = v

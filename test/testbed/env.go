@@ -36,6 +36,7 @@ type Env struct {
 	Node      string
 	Namespace string
 	Pool      *net.IPNet
+	Pool6     *net.IPNet // with EnvOptions.DualStack
 	Calico    clientv3.Interface
 	Kube      kubernetes.Interface
 	Dir       string
@@ -52,6 +53,9 @@ type EnvOptions struct {
 	// starts, so its first look already sees them.
 	OptIn   bool
 	NoAgent bool // do not start capo-agent for the node
+	// DualStack adds an IPv6 pool (a /120) and has the chain assign both
+	// families (assign_ipv6: "true").
+	DualStack bool
 }
 
 // NewEnv makes a fresh node, pool and namespace; t.Cleanup tears down every
@@ -133,6 +137,17 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 	if _, err := e.Calico.IPPools().Create(ctx, pool, options.SetOptions{}); err != nil {
 		return fmt.Errorf("ippool %s: %w", e.Pool, err)
 	}
+	if opts.DualStack {
+		_, e.Pool6, _ = net.ParseCIDR(fmt.Sprintf("fd00:ca:%x:%x::/120", e.Bed.region, int(e.Pool.IP.To4()[1])<<8|int(e.Pool.IP.To4()[2])))
+		pool6 := &apiv3.IPPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "pool6-" + e.ID},
+			Spec: apiv3.IPPoolSpec{CIDR: e.Pool6.String(), BlockSize: 122, NodeSelector: pool.Spec.NodeSelector,
+				IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever},
+		}
+		if _, err := e.Calico.IPPools().Create(ctx, pool6, options.SetOptions{}); err != nil {
+			return fmt.Errorf("ippool %s: %w", e.Pool6, err)
+		}
+	}
 	return nil
 }
 
@@ -171,6 +186,9 @@ func (e *Env) teardown() {
 	}
 	if _, err := e.Calico.IPPools().Delete(ctx, "pool-"+e.ID, options.DeleteOptions{}); err != nil {
 		e.T.Logf("testbed: deleting pool of %s: %v", e.ID, err)
+	}
+	if e.Pool6 != nil {
+		_, _ = e.Calico.IPPools().Delete(ctx, "pool6-"+e.ID, options.DeleteOptions{})
 	}
 }
 

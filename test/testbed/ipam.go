@@ -33,7 +33,7 @@ func (e *Env) IPAMState(ctx context.Context) (*IPAMState, error) {
 	var ours []string // block CIDRs inside the env's pool
 	for _, kv := range blocks.KVPairs {
 		b := kv.Value.(*model.AllocationBlock)
-		if !e.Pool.Contains(b.CIDR.IP) {
+		if !e.Pool.Contains(b.CIDR.IP) && (e.Pool6 == nil || !e.Pool6.Contains(b.CIDR.IP)) {
 			continue
 		}
 		ours = append(ours, b.CIDR.String())
