@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/capo-net/capo/pkg/version.Version=$(VERSION)
 export GONOSUMDB := github.com/projectcalico,k8s.io
 export CGO_ENABLED := 0
 
-BINARIES := capo-ipam capo-agent capo-controller capo-install
+BINARIES := capo-ipam capo-agent capo-controller capo-install capoctl
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
@@ -28,6 +28,11 @@ bin/capo-controller:
 
 bin/capo-install:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./install/cmd/capo-install
+
+# capoctl, also as a kubectl plugin: `kubectl capo` runs kubectl-capo.
+bin/capoctl:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capoctl
+	cp $@ bin/kubectl-capo
 
 ## demo: capo's main job on the real chain, told step by step (root).
 demo:

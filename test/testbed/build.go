@@ -20,6 +20,7 @@ type Binaries struct {
 	CapoAgent           string // likewise
 	CapoController      string // likewise
 	CapoInstall         string // likewise
+	Capoctl             string // likewise
 }
 
 // RepoRoot is the directory of capo's go.mod.
@@ -71,6 +72,7 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 		CapoAgent:      filepath.Join(workDir, "capo-agent"),
 		CapoController: filepath.Join(workDir, "capo-controller"),
 		CapoInstall:    filepath.Join(workDir, "capo-install"),
+		Capoctl:        filepath.Join(workDir, "capoctl"),
 	}
 	steps := []struct{ dir, pkg, out string }{
 		{tools, "go.etcd.io/etcd/server/v3", b.Etcd},
@@ -82,7 +84,7 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 			return nil, err
 		}
 	}
-	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent, "./daemon/cmd/capo-controller": b.CapoController, "./install/cmd/capo-install": b.CapoInstall} {
+	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent, "./daemon/cmd/capo-controller": b.CapoController, "./install/cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
 		if err := goBuild(root, pkg, out); err != nil {
 			return nil, err
 		}

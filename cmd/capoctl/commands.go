@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
+)
+
+type filter struct{ node, namespace, pod string }
+
+func (f filter) match(e reserve.Entry) bool {
+	return (f.node == "" || e.Node == f.node) &&
+		(f.namespace == "" || e.Namespace == f.namespace) &&
+		(f.pod == "" || e.Namespace+"/"+e.Pod == f.pod)
+}
+
+// config is the one in force, or the defaults if there is none.
+func (c *cli) config() *config.Config {
+	cm, err := c.kube.CoreV1().ConfigMaps(c.capoNS).Get(c.ctx, "capo-config", metav1.GetOptions{})
+	if err != nil {
+		return config.Default()
+	}
+	if cfg, err := config.Parse([]byte(cm.Data[config.ConfigMapKey])); err == nil {
+		return cfg
+	}
+	return config.Default()
+}
+
+// row is one reservation as list prints it.
+type row struct {
+	IP         string    `json:"ip"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Pod        string    `json:"pod,omitempty"`
+	PodUID     string    `json:"podUID,omitempty"`
+	Node       string    `json:"node"`
+	Reason     string    `json:"reason"`
+	ReservedAt time.Time `json:"reservedAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	OwnerKind  string    `json:"ownerKind,omitempty"`
+	OwnerName  string    `json:"ownerName,omitempty"`
+}
+
+func (c *cli) rows(f filter) ([]row, error) {
+	entries, err := c.store.List(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	ttl := c.config().IPReserveTime
+	out := []row{}
+	for _, e := range entries {
+		if f.match(e) {
+			out = append(out, row{IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
+				ReservedAt: e.ReservedAt, ExpiresAt: e.ReservedAt.Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b row) int { return strings.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+func (c *cli) list(f filter, output string) error {
+	rows, err := c.rows(f)
+	if err != nil {
+		return err
+	}
+	switch output {
+	case "json":
+		b, _ := json.MarshalIndent(rows, "", "  ")
+		fmt.Fprintln(c.out, string(b))
+	case "yaml":
+		b, err := yaml.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(c.out, string(b))
+	case "table", "":
+		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "IP\tPOD\tNODE\tREASON\tAGE\tEXPIRES IN")
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.IP, r.Namespace+"/"+r.Pod, r.Node, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)))
+		}
+		_ = w.Flush()
+		if len(rows) == 0 {
+			fmt.Fprintln(c.out, "(no reservations)")
+		}
+	default:
+		return fmt.Errorf("-o %s: want table, json or yaml", output)
+	}
+	return nil
+}
+
+func (c *cli) release(ips []string, pod, node string, yes bool) error {
+	if len(ips) == 0 && pod == "" && node == "" {
+		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, or --node NODE")
+	}
+	rows, err := c.rows(filter{node: node, pod: pod})
+	if err != nil {
+		return err
+	}
+	if len(ips) > 0 {
+		rows = slices.DeleteFunc(rows, func(r row) bool { return !slices.Contains(ips, r.IP) })
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("nothing held matches")
+	}
+	for _, r := range rows {
+		fmt.Fprintf(c.out, "  %s  %s/%s  node %s  held %s\n", r.IP, r.Namespace, r.Pod, r.Node, human(c.now.Sub(r.ReservedAt)))
+	}
+	if !yes && !c.confirm(fmt.Sprintf("Release these %d reservations (the addresses become allocatable)?", len(rows))) {
+		fmt.Fprintln(c.out, "nothing released")
+		return nil
+	}
+	byNode := map[string][]string{}
+	for _, r := range rows {
+		byNode[r.Node] = append(byNode[r.Node], r.IP)
+	}
+	n := 0
+	for nd, list := range byNode {
+		done, err := c.store.Release(c.ctx, nd, list)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", nd, err)
+		}
+		n += len(done)
+	}
+	fmt.Fprintf(c.out, "released %d\n", n)
+	return nil
+}
+
+func (c *cli) explain(ref string) error {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return fmt.Errorf("%q: want NAMESPACE/NAME", ref)
+	}
+	pod, err := c.kube.CoreV1().Pods(ns).Get(c.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	var node *corev1.Node
+	if pod.Spec.NodeName != "" {
+		if node, err = c.kube.CoreV1().Nodes().Get(c.ctx, pod.Spec.NodeName, metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	nsObj, err := c.kube.CoreV1().Namespaces().Get(c.ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cfg := c.config()
+	d := selection.Decide(selection.Of(node), selection.Of(nsObj), selection.Of(pod), cfg.Selectors)
+	verdict := map[selection.Outcome]string{
+		selection.Selected:       "RESERVED on teardown",
+		selection.NotSelected:    "released on teardown, as plain Calico would",
+		selection.NodeNotOptedIn: "released on teardown, as plain Calico would",
+	}[d.Outcome]
+	fmt.Fprintf(c.out, "pod %s on node %q: %s\n  rule: %s\n", ref, pod.Spec.NodeName, verdict, d.Rule)
+	fmt.Fprintf(c.out, "  node opted in: %v (annotation or label %s=%s)\n", selection.NodeOptedIn(selection.Of(node)), selection.NodeAnnotation, selection.Enabled)
+	fmt.Fprintf(c.out, "  namespace %s label %s=%q\n", ns, selection.NamespaceLabel, nsObj.Labels[selection.NamespaceLabel])
+	if v := pod.Annotations[selection.PodAnnotation]; v != "" {
+		fmt.Fprintf(c.out, "  pod annotation %s=%s\n", selection.PodAnnotation, v)
+	}
+	if key := selection.FixedAddress(selection.Of(pod)); key != "" && selection.NodeOptedIn(selection.Of(node)) {
+		fmt.Fprintf(c.out, "  WARNING: %s: the calico plugin rejects this pod on an opted-in node\n", key)
+	}
+	if d.Outcome == selection.Selected {
+		fmt.Fprintf(c.out, "  a reservation lasts up to %s (ipReserveTime), less if more than %d are held, or once its workload is gone\n", cfg.IPReserveTime, cfg.IPReserveMaxCount)
+	}
+	rows, err := c.rows(filter{pod: ref})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		fmt.Fprintf(c.out, "  held now: %s (%s, %s ago, expires in %s)\n", r.IP, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)))
+	}
+	return nil
+}
+
+// human is a short duration, kubectl style.
+func human(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "due"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
