@@ -29,7 +29,7 @@ type node struct {
 
 func TestDemo(t *testing.T) {
 	ctx := context.Background()
-	say("\ncapo demo: real etcd, kube-apiserver, calico, calico-ipam, capo-ipam and capo-agent on this machine.")
+	say("\ncapo demo: real etcd, kube-apiserver, calico, calico-ipam, capo-ipam, capo-agent and capo-controller on this machine.")
 	say("Two nodes, each with a 16-address Calico pool, full: 8 redis StatefulSet pods and 8 web pods.")
 	capoEnv := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 28, OptIn: true})
 	// A demo-sized TTL; Capo's default is 40m.

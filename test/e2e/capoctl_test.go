@@ -64,6 +64,12 @@ func TestCapoctl(t *testing.T) {
 		if out, code = capoctl(t, env, "", "release", "10.99.99.99", "--yes"); code != 1 || !strings.Contains(out, "nothing held matches") {
 			t.Fatalf("release of nothing: %d\n%s", code, out)
 		}
+		defer func() {
+			// Last: a whole node's reservations.
+			if out, code := capoctl(t, env, "yes\n", "release", "--node", env.Node); code != 0 || len(env.Reservations()) != 0 {
+				t.Fatalf("release --node: %d\n%s", code, out)
+			}
+		}()
 
 		// explain: the rule that decides, for a selected and a plain pod.
 		out, code = capoctl(t, env, "", "explain", env.Namespace+"/redis-2")

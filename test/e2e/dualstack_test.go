@@ -67,5 +67,11 @@ func TestIPFamiliesParity(t *testing.T) {
 				t.Fatalf("%s with ipFamilies %s got families %q (%v), want %q", mode, fam, got, sb.IPs, want)
 			}
 		}
+		// ipv6pools picks the IPv6 pool by name, as under calico-ipam.
+		sb := env.NewSandbox(env.CreatePod("v6pool", testbed.WithAnnotations(map[string]string{
+			"cni.projectcalico.org/ipv6pools": `["pool6-` + env.ID + `"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`})), env.Conflist(mode))
+		if err := sb.Add(ctx); err != nil || len(sb.IPs) != 1 || !env.Pool6.Contains(sb.IPs[0]) {
+			t.Fatalf("%s with ipv6pools: %v %v", mode, sb.IPs, err)
+		}
 	}
 }
