@@ -7,10 +7,16 @@ import (
 )
 
 func TestWriteFileAtomic(t *testing.T) {
+	for name, write := range map[string]func(string, []byte, os.FileMode) error{"durable": WriteFileAtomic, "replace": ReplaceFile} {
+		t.Run(name, func(t *testing.T) { testWrite(t, write) })
+	}
+}
+
+func testWrite(t *testing.T, write func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a.json")
 	for _, body := range []string{"one", "two, longer"} {
-		if err := WriteFileAtomic(p, []byte(body), 0o640); err != nil {
+		if err := write(p, []byte(body), 0o640); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(p)
@@ -26,7 +32,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("temp files left: %v", entries)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "b"), nil, 0o600); err == nil {
+	if err := write(filepath.Join(dir, "missing", "b"), nil, 0o600); err == nil {
 		t.Fatal("want an error for a missing directory")
 	}
 }

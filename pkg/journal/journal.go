@@ -113,13 +113,15 @@ func (d Dir) Remove(name string) error {
 	return fsutil.SyncDir(d.pendingDir())
 }
 
-// RecordAddrs notes the addresses the delegate assigned at ADD.
+// RecordAddrs notes the addresses the delegate assigned at ADD. The record
+// is only a hint: without it (a crash lost it) the DEL reads Calico's
+// handle, so the ADD does not pay for an fsync.
 func (d Dir) RecordAddrs(network, containerID, ifName string, ips []string) error {
 	if err := os.MkdirAll(d.addrsDir(), 0o700); err != nil {
 		return err
 	}
 	data, _ := json.Marshal(ips)
-	return fsutil.WriteFileAtomic(filepath.Join(d.addrsDir(), key(network, containerID, ifName)), data, 0o600)
+	return fsutil.ReplaceFile(filepath.Join(d.addrsDir(), key(network, containerID, ifName)), data, 0o600)
 }
 
 // Addrs returns what RecordAddrs stored, or nil.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,4 +69,70 @@ func benchPair(b *testing.B, env *testbed.Env, podName, verb string) {
 	}
 	b.StopTimer()
 	report(b, "plain", vs[0].took, "capo", vs[1].took)
+}
+
+// BenchmarkIPAMMemory compares the resident-memory peak of a calico-ipam call
+// with that of the same call through capo-ipam, for ADD and DEL of a pod on a
+// node that is not opted in (the cost every pod pays). capo-ipam stays
+// resident while calico-ipam runs, so capo's footprint is capo-ipam's own
+// peak plus calico-ipam's:
+//
+//	go test -run '^$' -bench IPAMMemory -benchtime 50x ./test/e2e/
+func BenchmarkIPAMMemory(b *testing.B) {
+	for _, ds := range testbed.Datastores {
+		b.Run(string(ds), func(b *testing.B) {
+			env := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24})
+			sb := env.NewSandbox(env.CreatePod("bench-0"), env.Conflist(testbed.PlainCalico))
+			plain, capo := env.IPAMNetConf(testbed.PlainCalico), env.IPAMNetConf(testbed.Capo)
+			for _, verb := range []string{"ADD", "DEL"} {
+				b.Run(verb, func(b *testing.B) {
+					var calicoPeak, shimPeak []int64
+					for i := 0; i < b.N; i++ {
+						for _, v := range []struct {
+							plugin  string
+							netconf []byte
+						}{{"calico-ipam", plain}, {"capo-ipam", capo}} {
+							sb.ContainerID = testbed.NewContainerID()
+							add, err := env.ExecIPAMPeaks(context.Background(), v.plugin, "ADD", v.netconf, sb)
+							if err != nil {
+								b.Fatal(err)
+							}
+							del, err := env.ExecIPAMPeaks(context.Background(), v.plugin, "DEL", v.netconf, sb)
+							if err != nil {
+								b.Fatal(err)
+							}
+							p := add
+							if verb == "DEL" {
+								p = del
+							}
+							if v.plugin == "calico-ipam" {
+								calicoPeak = append(calicoPeak, p.Process)
+							} else if p.Shim <= 0 {
+								b.Fatalf("capo-ipam %s did not reach calico-ipam through the probe", verb)
+							} else {
+								shimPeak = append(shimPeak, p.Shim)
+							}
+						}
+					}
+					reportMemory(b, median(calicoPeak), median(shimPeak))
+				})
+			}
+		})
+	}
+}
+
+func reportMemory(b *testing.B, calico, shim int64) {
+	const mib = 1 << 20
+	b.ReportMetric(float64(calico)/mib, "calico-ipam-MiB")
+	b.ReportMetric(float64(shim)/mib, "capo-ipam-MiB")
+	b.ReportMetric(float64(calico+shim)/float64(calico), "capo-ratio")
+}
+
+func median(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

@@ -1,11 +1,15 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -61,3 +65,57 @@ func Percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 
 // Ms is d in milliseconds, for benchmark metrics.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Peaks are the resident-memory high-water marks of one IPAM call, in bytes.
+type Peaks struct {
+	// Process is the plugin process's peak as wait4 reports it: for a
+	// plugin that runs another, the larger of the two.
+	Process int64
+	// Shim is capo-ipam's own peak, read from /proc/<pid>/status as it
+	// hands the call to calico-ipam; zero for a plugin that delegates
+	// nothing. capo-ipam stays resident while calico-ipam runs, so a capo
+	// call's footprint is Shim plus calico-ipam's own peak.
+	Shim int64
+}
+
+// ExecIPAMPeaks runs an IPAM plugin as ExecIPAM does and measures its memory.
+// The delegate is found through a probe directory whose calico-ipam records
+// its parent's VmHWM and then execs the real calico-ipam, so the call itself
+// is unchanged.
+func (e *Env) ExecIPAMPeaks(ctx context.Context, plugin, command string, netconf []byte, sb *Sandbox) (Peaks, error) {
+	probe := filepath.Join(e.Dir, "probe-bin")
+	hwm := filepath.Join(e.Dir, "probe-hwm")
+	if _, err := os.Stat(probe); err != nil {
+		script := fmt.Sprintf("#!/bin/sh\ngrep '^VmHWM:' /proc/$PPID/status > %s\nexec %s \"$@\"\n", hwm, filepath.Join(e.Bed.CNIBinDir, "calico-ipam"))
+		if err := os.MkdirAll(probe, 0o755); err != nil {
+			return Peaks{}, err
+		}
+		if err := os.WriteFile(filepath.Join(probe, "calico-ipam"), []byte(script), 0o755); err != nil {
+			return Peaks{}, err
+		}
+	}
+	_ = os.Remove(hwm)
+	args := &invoke.Args{
+		Command:     command,
+		ContainerID: sb.ContainerID,
+		NetNS:       sb.NetNS,
+		IfName:      sb.IfName,
+		PluginArgs:  sb.runtimeConf().Args,
+		Path:        probe,
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Bed.CNIBinDir, plugin))
+	cmd.Env = args.AsEnv()
+	cmd.Stdin = bytes.NewReader(netconf)
+	cmd.Stderr = e.pluginLog()
+	if out, err := cmd.Output(); err != nil {
+		return Peaks{}, fmt.Errorf("%s %s: %w: %s", plugin, command, err, out)
+	}
+	var p Peaks
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		p.Process = ru.Maxrss << 10 // KiB on Linux
+	}
+	if b, err := os.ReadFile(hwm); err == nil {
+		p.Shim = statusKiB(string(b), "VmHWM:") << 10
+	}
+	return p, nil
+}

@@ -13,10 +13,21 @@ func rss(pid int) int64 {
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
+	if kb := statusKiB(string(b), "VmRSS:"); kb >= 0 {
+		return kb << 10
+	}
+	return -1
+}
+
+// statusKiB reads one "Key:   123 kB" line of /proc/<pid>/status; -1 if absent.
+func statusKiB(status, key string) int64 {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return kb
 		}
 	}
 	return -1
