@@ -112,13 +112,20 @@ func (a agentAnnotations) Get(ctx context.Context, namespace, pod string) (map[s
 	return a.fallback.Get(ctx, namespace, pod)
 }
 
-// kubeconfigOf is the calico plugin's kubeconfig from the netconf.
-func kubeconfigOf(conf *NetConf) string {
-	var k struct {
-		Kubernetes struct {
-			Kubeconfig string `json:"kubeconfig"`
-		} `json:"kubernetes"`
-	}
-	_ = json.Unmarshal(conf.Raw(), &k)
-	return k.Kubernetes.Kubeconfig
+// calicoSettings are the calico plugin's own keys that decide whether and
+// how it reads the pod: its kubeconfig, and its policy type (it reads pods,
+// and so their IPAM annotations, only with policy type "k8s").
+type calicoSettings struct {
+	Kubernetes struct {
+		Kubeconfig string `json:"kubeconfig"`
+	} `json:"kubernetes"`
+	Policy struct {
+		Type string `json:"type"`
+	} `json:"policy"`
+}
+
+func calicoSettingsOf(conf *NetConf) calicoSettings {
+	var s calicoSettings
+	_ = json.Unmarshal(conf.Raw(), &s)
+	return s
 }

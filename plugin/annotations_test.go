@@ -76,23 +76,30 @@ func (f fakeAnnotations) Get(context.Context, string, string) (map[string]string
 func TestAddAppliesAnnotationsToTheDelegateOnly(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "stdin")
 	dir := script(t, "calico-ipam", `cat > `+out+`; printf '{"cniVersion":"0.3.1","ips":[]}'`)
-	conf := mustConf(t, `{"cniVersion":"0.3.1","name":"net1","mtu":1.50e3,"ipam":{"type":"capo-ipam"}}`)
+	conf := mustConf(t, `{"cniVersion":"0.3.1","name":"net1","mtu":1.50e3,"policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`)
 	args := &skel.CmdArgs{ContainerID: "c", IfName: "eth0", Args: "K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=b-0"}
 	ann := fakeAnnotations{pod: map[string]string{AnnotationIPv4Pools: `["gold"]`}}
 	if err := add(context.Background(), args, conf, &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(out)
-	if string(got) != `{"cniVersion":"0.3.1","name":"net1","mtu":1.50e3,"ipam":{"ipv4_pools":["gold"],"type":"calico-ipam"}}` {
+	if string(got) != `{"cniVersion":"0.3.1","name":"net1","mtu":1.50e3,"policy":{"type":"k8s"},"ipam":{"ipv4_pools":["gold"],"type":"calico-ipam"}}` {
 		t.Fatalf("delegate got %s", got)
 	}
+	// Without policy type k8s the calico plugin reads no pod, and neither does capo.
+	if err := add(context.Background(), args, mustConf(t, `{"name":"n","ipam":{"type":"capo-ipam"}}`), &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); strings.Contains(string(got), "gold") {
+		t.Fatalf("annotations applied without policy type k8s: %s", got)
+	}
 	ann.err = errors.New("connection refused")
-	if err := add(context.Background(), args, mustConf(t, `{"name":"n","ipam":{"type":"capo-ipam"}}`), &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+	if err := add(context.Background(), args, mustConf(t, `{"name":"n","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`), &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("an unreadable pod must fail the ADD as under calico-ipam: %v", err)
 	}
 	// Another delegate is left alone, as the calico plugin leaves non-calico-ipam types.
 	hl := script(t, "host-local", `cat > `+out+`; printf '{"cniVersion":"0.3.1","ips":[]}'`)
-	if err := add(context.Background(), args, mustConf(t, `{"name":"n","ipam":{"type":"capo-ipam","delegate":{"type":"host-local"}}}`), &ExecDelegate{Paths: []string{hl}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
+	if err := add(context.Background(), args, mustConf(t, `{"name":"n","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam","delegate":{"type":"host-local"}}}`), &ExecDelegate{Paths: []string{hl}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(out); strings.Contains(string(got), "gold") {

@@ -84,7 +84,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	defer c.done()
 	ann := agentAnnotations{agent: wire.NewClient(c.conf.IPAM.AgentSocket), timeout: 2 * time.Second}
-	if kc := kubeconfigOf(c.conf); kc != "" {
+	if kc := calicoSettingsOf(c.conf).Kubernetes.Kubeconfig; kc != "" {
 		ann.fallback = kubeAnnotations{kubeconfig: kc}
 	}
 	return add(c.ctx, args, c.conf, c.d, c.journal, ann, os.Stdout)
@@ -144,9 +144,10 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j J
 
 // applyPodIPAMChoices does for the delegate what the calico plugin does for
 // calico-ipam and skips for any other ipam type: the pod's (or namespace's)
-// pool and family annotations.
+// pool and family annotations. Like the calico plugin, it reads them only
+// under policy type "k8s".
 func applyPodIPAMChoices(ctx context.Context, args *skel.CmdArgs, conf *NetConf, ann Annotations) error {
-	if conf.DelegateType() != "calico-ipam" {
+	if conf.DelegateType() != "calico-ipam" || calicoSettingsOf(conf).Policy.Type != "k8s" {
 		return nil
 	}
 	var ka k8sArgs
