@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,9 +48,13 @@ func TestDualStackReservedAndReleasedTogether(t *testing.T) {
 
 // ipFamilies selects the families under capo-ipam as under calico-ipam.
 func TestIPFamiliesParity(t *testing.T) {
+	eachDatastore(t, testIPFamiliesParity)
+}
+
+func testIPFamiliesParity(t *testing.T, ds testbed.Datastore) {
 	ctx := context.Background()
 	for _, mode := range []testbed.IPAM{testbed.PlainCalico, testbed.Capo} {
-		env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{DualStack: true})
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{DualStack: true})
 		for fam, want := range map[string]string{`["IPv6"]`: "6", `["IPv4"]`: "4", `["IPv4","IPv6"]`: "46"} {
 			sb := env.NewSandbox(env.CreatePod("f-"+want, testbed.WithAnnotations(map[string]string{"cni.projectcalico.org/ipFamilies": fam})), env.Conflist(mode))
 			if err := sb.Add(ctx); err != nil {
@@ -67,11 +72,19 @@ func TestIPFamiliesParity(t *testing.T) {
 				t.Fatalf("%s with ipFamilies %s got families %q (%v), want %q", mode, fam, got, sb.IPs, want)
 			}
 		}
-		// ipv6pools picks the IPv6 pool by name, as under calico-ipam.
-		sb := env.NewSandbox(env.CreatePod("v6pool", testbed.WithAnnotations(map[string]string{
-			"cni.projectcalico.org/ipv6pools": `["pool6-` + env.ID + `"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`})), env.Conflist(mode))
-		if err := sb.Add(ctx); err != nil || len(sb.IPs) != 1 || !env.Pool6.Contains(sb.IPs[0]) {
-			t.Fatalf("%s with ipv6pools: %v %v", mode, sb.IPs, err)
+		// ipv6pools picks the IPv6 pool by name or CIDR, as under calico-ipam.
+		for i, pool := range []string{"pool6-" + env.ID, env.Pool6.String()} {
+			sb := env.NewSandbox(env.CreatePod(fmt.Sprintf("v6pool-%d", i), testbed.WithAnnotations(map[string]string{
+				"cni.projectcalico.org/ipv6pools": `["` + pool + `"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`})), env.Conflist(mode))
+			if err := sb.Add(ctx); err != nil || len(sb.IPs) != 1 || !env.Pool6.Contains(sb.IPs[0]) {
+				t.Fatalf("%s with ipv6pools %s: %v %v", mode, pool, sb.IPs, err)
+			}
+		}
+		// A pool that does not exist fails under both.
+		sb := env.NewSandbox(env.CreatePod("v6pool-none", testbed.WithAnnotations(map[string]string{
+			"cni.projectcalico.org/ipv6pools": `["no-such-pool"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`})), env.Conflist(mode))
+		if err := sb.Add(ctx); err == nil {
+			t.Fatalf("%s with ipv6pools naming no pool: got %v", mode, sb.IPs)
 		}
 	}
 }
