@@ -53,6 +53,7 @@ type Controller struct {
 
 	mu           sync.Mutex
 	deletedNodes map[string]*corev1.Node // last state of deleted nodes, for their pods' late deletes
+	missed       []lostPod               // seen going from lost nodes while not leading
 }
 
 // New builds a controller on real clients.

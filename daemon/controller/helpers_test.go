@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,33 @@ func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
 	es := nodeLostEntries(got, time.Unix(100, 0))
 	if len(es) != 2 || es[0].Node != "n1" || es[0].OwnerName != "zk" || es[0].PodUID != "u" || es[0].Reason != reserve.ReasonNodeLost || got.DeletionTimestamp == nil {
 		t.Fatalf("entries from the trimmed pod: %+v", es)
+	}
+}
+
+// A replica that does not lead remembers lost pods for as long as a dead
+// leader's last renewal can be behind a takeover, and hands them over once.
+func TestRememberedLostPodsWindow(t *testing.T) {
+	now := time.Unix(1010, 0) // the takeover
+	c := &Controller{opts: Options{LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}
+	at := func(sec int64, pod string) lostPod { return lostPod{seen: time.Unix(sec, 0), pod: pod} }
+	c.remember(at(900, "old")) // pruned by the next remember: 21 s window
+	c.remember(at(985, "before-window"))
+	c.remember(at(995, "in-window"))
+	c.remember(at(999, "just-now"))
+	if len(c.missed) != 3 {
+		t.Fatalf("remembered %d, want 3 (the oldest pruned)", len(c.missed))
+	}
+	got := c.takeMissed()
+	if len(got) != 2 || got[0].pod != "in-window" || got[1].pod != "just-now" {
+		t.Fatalf("handed over %+v", got)
+	}
+	if again := c.takeMissed(); len(again) != 0 {
+		t.Fatalf("handed over twice: %+v", again)
+	}
+	for i := range maxRemembered + 5 {
+		c.remember(at(999, fmt.Sprint(i)))
+	}
+	if len(c.missed) != maxRemembered || c.missed[len(c.missed)-1].pod != fmt.Sprint(maxRemembered+4) {
+		t.Fatalf("bound not kept: %d", len(c.missed))
 	}
 }

@@ -20,6 +20,7 @@ type metrics struct {
 	passSeconds   prometheus.Histogram
 	nodeLost      prometheus.Counter
 	lostNodes     prometheus.Gauge
+	remembered    prometheus.Gauge
 	passErrors    prometheus.Counter
 	configReloads *prometheus.CounterVec
 }
@@ -49,6 +50,8 @@ func newMetrics() *metrics {
 			Name: "capo_node_lost_reservations_total", Help: "Addresses reserved for pods deleted from a lost node."}),
 		lostNodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_lost_nodes", Help: "Opted-in nodes that are NotReady, unreachable or unknown, as of the last pass: their pods' deletions are being covered."}),
+		remembered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_controller_lost_pods_remembered", Help: "Selected pods deleted from lost nodes while this replica did not lead, kept so that it reserves them if it takes the lease before the leader's renewal is overdue."}),
 		passErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries."}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,7 +62,7 @@ func newMetrics() *metrics {
 		m.releases.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
-		m.nodeLost, m.lostNodes, m.passErrors, m.configReloads,
+		m.nodeLost, m.lostNodes, m.remembered, m.passErrors, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

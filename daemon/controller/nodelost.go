@@ -69,29 +69,101 @@ func (c *Controller) nodeDeleted(obj any) {
 }
 
 // podGoing reserves a pod's addresses if it is leaving a lost node: it will
-// never get a CNI DEL there, and Calico will free its addresses by GC.
+// never get a CNI DEL there, and Calico will free its addresses by GC. A
+// replica that does not lead remembers it instead: if the leader has just
+// died, nobody else saw it, and this replica may be the next to lead.
 func (c *Controller) podGoing(p *corev1.Pod) {
-	if !c.leading.Load() || p.Spec.NodeName == "" || len(p.Status.PodIPs) == 0 && p.Status.PodIP == "" {
+	lp, ok := c.lostPodOf(p)
+	if !ok {
 		return
+	}
+	if !c.leading.Load() {
+		c.remember(lp)
+		return
+	}
+	c.reserveLost(lp)
+}
+
+// lostPod is a selected pod leaving a lost node, and what to reserve for it.
+type lostPod struct {
+	seen    time.Time
+	pod     string // namespace/name
+	node    string
+	rule    string
+	entries []reserve.Entry
+}
+
+func (c *Controller) lostPodOf(p *corev1.Pod) (lostPod, bool) {
+	if p.Spec.NodeName == "" || len(p.Status.PodIPs) == 0 && p.Status.PodIP == "" {
+		return lostPod{}, false
 	}
 	node, gone := c.nodeState(p.Spec.NodeName)
 	if !gone && !nodeLost(node) {
-		return // a live kubelet will tear it down and the agent will reserve
+		return lostPod{}, false // a live kubelet will tear it down and the agent will reserve
 	}
 	d := selection.Decide(selection.Of(node), selection.Of(c.caches.namespace(p.Namespace)), selection.Of(p), c.config.Get().Selectors)
 	if d.Outcome != selection.Selected {
-		return
+		return lostPod{}, false
 	}
-	entries := nodeLostEntries(p, c.now())
+	now := c.now()
+	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: nodeLostEntries(p, now)}, true
+}
+
+func (c *Controller) reserveLost(lp lostPod) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := c.store.Reserve(ctx, p.Spec.NodeName, entries)
+	res, err := c.store.Reserve(ctx, lp.node, lp.entries)
 	if err != nil {
-		slog.Error("could not reserve a lost node's pod; Calico's GC may free its addresses", "pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName, "err", err)
+		slog.Error("could not reserve a lost node's pod; Calico's GC may free its addresses", "pod", lp.pod, "node", lp.node, "err", err)
 		return
 	}
 	c.metrics.nodeLost.Add(float64(len(res.Added)))
-	slog.Info("reserved for a pod on a lost node", "pod", p.Namespace+"/"+p.Name, "node", p.Spec.NodeName, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
+	slog.Info("reserved for a pod on a lost node", "pod", lp.pod, "node", lp.node, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", lp.rule)
+}
+
+// maxRemembered bounds a follower's memory of lost pods.
+const maxRemembered = 10000
+
+// missedWindow is how far back a new leader looks: a dead leader renewed
+// the lease no longer ago than its duration plus a few of the retries in
+// which this replica noticed, so whatever went before, it saw.
+func (c *Controller) missedWindow() time.Duration {
+	return c.opts.LeaseDuration + 3*c.opts.RetryPeriod
+}
+
+func (c *Controller) remember(lp lostPod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Entries arrive in time order: the expired ones are at the front.
+	cutoff := lp.seen.Add(-c.missedWindow())
+	i := 0
+	for i < len(c.missed) && !c.missed[i].seen.After(cutoff) {
+		i++
+	}
+	keep := c.missed[i:]
+	if len(keep) >= maxRemembered {
+		keep = keep[len(keep)-maxRemembered+1:]
+	}
+	c.missed = append(keep, lp)
+	c.metrics.remembered.Set(float64(len(c.missed)))
+	slog.Debug("a lost node's pod went while this replica did not lead; remembered for a takeover", "pod", lp.pod, "node", lp.node)
+}
+
+// takeMissed returns what went from lost nodes since the last leader's
+// renewal, and forgets the rest.
+func (c *Controller) takeMissed() []lostPod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cutoff := c.now().Add(-c.missedWindow())
+	var out []lostPod
+	for _, m := range c.missed {
+		if m.seen.After(cutoff) {
+			out = append(out, m)
+		}
+	}
+	c.missed = nil
+	c.metrics.remembered.Set(0)
+	return out
 }
 
 // nodeState is the node as last seen, and whether it is deleted.
@@ -104,9 +176,21 @@ func (c *Controller) nodeState(name string) (*corev1.Node, bool) {
 	return c.deletedNodes[name], true
 }
 
-// coverLostNodes reserves, on taking the lease, for pods already being
-// deleted from lost nodes while no replica was leading.
+// coverLostNodes reserves, on taking the lease, for pods that went from lost
+// nodes while no replica was leading: those deleted since the last leader
+// last renewed, as this replica saw them go, and those still being deleted.
+// Reserving is idempotent, so what the old leader did already is unchanged.
 func (c *Controller) coverLostNodes(ctx context.Context) {
+	missed := c.takeMissed()
+	if len(missed) > 0 {
+		slog.Info("reserving for lost nodes' pods that went while no replica led", "pods", len(missed))
+	}
+	for _, lp := range missed {
+		if ctx.Err() != nil {
+			return
+		}
+		c.reserveLost(lp)
+	}
 	for _, o := range c.caches.pods.GetStore().List() {
 		if ctx.Err() != nil {
 			return

@@ -271,6 +271,43 @@ func TestLostNodeIsCovered(t *testing.T) {
 	})
 }
 
+// A pod force-deleted from a lost node in the seconds after the leader dies,
+// before the standby takes the lease, is still reserved: the standby saw it
+// go and reserves it when it takes over.
+func TestLostNodePodDeletedWhileNoReplicaLeads(t *testing.T) {
+	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true})
+		sb := env.AddPods("redis", 1, env.Conflist(testbed.Capo), testbed.OwnedBy(env.CreateStatefulSet("redis", 1)))[0]
+		runningOn(t, env, sb)
+		env.SetConfig(configWith(""))
+		a, b := env.StartController("a"), env.StartController("b")
+		eventually(t, 10*time.Second, "one leader", func() bool { return a.Leading() != b.Leading() })
+		leader, standby := a, b
+		if b.Leading() {
+			leader, standby = b, a
+		}
+		env.Agent.Stop()
+		setNodeReady(t, env, corev1.ConditionUnknown)
+		leader.WaitMetricAtLeast(1, "capo_lost_nodes")
+
+		leader.Kill()
+		env.DeletePod(sb.Pod.Name, 0) // the pod GC, while the lease still names the dead leader
+		standby.WaitMetricAtLeast(1, "capo_controller_lost_pods_remembered")
+		if standby.Leading() {
+			t.Fatal("the standby already leads: the deletion did not fall in the gap")
+		}
+		if _, ok := env.Reservations()[sb.IP()]; ok {
+			t.Fatal("reserved before any replica led")
+		}
+		eventually(t, 15*time.Second, "the standby takes the lease", standby.Leading)
+		eventually(t, 10*time.Second, sb.IP()+" reserved as node-lost by the new leader", func() bool {
+			r, ok := env.Reservations()[sb.IP()]
+			return ok && r.Reason == reserve.ReasonNodeLost && r.Pod == sb.Pod.Name
+		})
+		standby.WaitMetric(0, "capo_controller_lost_pods_remembered")
+	})
+}
+
 func TestDeletedNodeIsCovered(t *testing.T) {
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true})
 	sb := env.AddPods("kafka", 1, env.Conflist(testbed.Capo), testbed.StatefulPod("kafka"))[0]
