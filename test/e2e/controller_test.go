@@ -280,12 +280,7 @@ func TestLostNodePodDeletedWhileNoReplicaLeads(t *testing.T) {
 		sb := env.AddPods("redis", 1, env.Conflist(testbed.Capo), testbed.OwnedBy(env.CreateStatefulSet("redis", 1)))[0]
 		runningOn(t, env, sb)
 		env.SetConfig(configWith(""))
-		a, b := env.StartController("a"), env.StartController("b")
-		eventually(t, 10*time.Second, "one leader", func() bool { return a.Leading() != b.Leading() })
-		leader, standby := a, b
-		if b.Leading() {
-			leader, standby = b, a
-		}
+		leader, standby := startPair(t, env)
 		env.Agent.Stop()
 		setNodeReady(t, env, corev1.ConditionUnknown)
 		leader.WaitMetricAtLeast(1, "capo_lost_nodes")
@@ -324,16 +319,22 @@ func TestDeletedNodeIsCovered(t *testing.T) {
 	})
 }
 
+// startPair starts two controller replicas and says which one leads.
+func startPair(t *testing.T, env *testbed.Env) (leader, standby *testbed.Controller) {
+	t.Helper()
+	a, b := env.StartController("a"), env.StartController("b")
+	eventually(t, 10*time.Second, "one leader", func() bool { return a.Leading() != b.Leading() })
+	if b.Leading() {
+		return b, a
+	}
+	return a, b
+}
+
 func TestLeaderFailoverLosesNothingAndReleasesOnce(t *testing.T) {
 	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
 		env := bed.NewEnv(t, ds, testbed.EnvOptions{NoAgent: true})
 		env.SetConfig(configWith("ipReserveTime: 6s\n"))
-		a, b := env.StartController("a"), env.StartController("b")
-		eventually(t, 10*time.Second, "one leader", func() bool { return a.Leading() != b.Leading() })
-		leader, standby := a, b
-		if b.Leading() {
-			leader, standby = b, a
-		}
+		leader, standby := startPair(t, env)
 		// Twenty reservations falling due over ten seconds, across the failover.
 		now := time.Now()
 		var es []reserve.Entry

@@ -35,22 +35,27 @@ func (e *Env) IPAMNetConf(mode IPAM) []byte {
 // ExecIPAM runs an IPAM plugin binary directly, as the calico plugin does,
 // for sandbox sb. It returns how long the plugin took.
 func (e *Env) ExecIPAM(ctx context.Context, plugin, command string, netconf []byte, sb *Sandbox) (time.Duration, error) {
+	start := time.Now()
+	raw := &invoke.RawExec{Stderr: e.pluginLog()}
+	_, err := raw.ExecPlugin(ctx, filepath.Join(e.Bed.CNIBinDir, plugin), netconf, ipamEnv(command, sb, e.Bed.CNIBinDir))
+	el := time.Since(start)
+	if err != nil {
+		return el, fmt.Errorf("%s %s: %w", plugin, command, err)
+	}
+	return el, nil
+}
+
+// ipamEnv is the environment the calico plugin gives its IPAM plugin.
+func ipamEnv(command string, sb *Sandbox, cniPath string) []string {
 	args := &invoke.Args{
 		Command:     command,
 		ContainerID: sb.ContainerID,
 		NetNS:       sb.NetNS,
 		IfName:      sb.IfName,
 		PluginArgs:  sb.runtimeConf().Args,
-		Path:        e.Bed.CNIBinDir,
+		Path:        cniPath,
 	}
-	start := time.Now()
-	raw := &invoke.RawExec{Stderr: e.pluginLog()}
-	_, err := raw.ExecPlugin(ctx, filepath.Join(e.Bed.CNIBinDir, plugin), netconf, args.AsEnv())
-	el := time.Since(start)
-	if err != nil {
-		return el, fmt.Errorf("%s %s: %w", plugin, command, err)
-	}
-	return el, nil
+	return args.AsEnv()
 }
 
 // Percentiles returns the median and 99th percentile of ds.
@@ -95,16 +100,8 @@ func (e *Env) ExecIPAMPeaks(ctx context.Context, plugin, command string, netconf
 		}
 	}
 	_ = os.Remove(hwm)
-	args := &invoke.Args{
-		Command:     command,
-		ContainerID: sb.ContainerID,
-		NetNS:       sb.NetNS,
-		IfName:      sb.IfName,
-		PluginArgs:  sb.runtimeConf().Args,
-		Path:        probe,
-	}
 	cmd := exec.CommandContext(ctx, filepath.Join(e.Bed.CNIBinDir, plugin))
-	cmd.Env = args.AsEnv()
+	cmd.Env = ipamEnv(command, sb, probe)
 	cmd.Stdin = bytes.NewReader(netconf)
 	cmd.Stderr = e.pluginLog()
 	if out, err := cmd.Output(); err != nil {
