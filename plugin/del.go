@@ -23,7 +23,7 @@ type Agent interface {
 // Journal is capo-ipam's durable on-host state.
 type Journal interface {
 	Write(r *journal.Record) (string, error)
-	RecordAddrs(network, containerID, ifName string, ips []string) error
+	RecordAddrs(r *journal.AddrRecord) error
 	Addrs(network, containerID, ifName string) []string
 	ForgetAddrs(network, containerID, ifName string) error
 }
@@ -99,16 +99,25 @@ type k8sArgs struct {
 	K8S_POD_UID       types.UnmarshallableString //nolint:revive
 }
 
-func reserveRequest(args *skel.CmdArgs, conf *NetConf, j Journal) (*wire.ReserveRequest, error) {
+// podOf names the pod from the runtime's CNI_ARGS.
+func podOf(args *skel.CmdArgs) (wire.PodRef, error) {
 	var ka k8sArgs
 	if err := types.LoadArgs(args.Args, &ka); err != nil {
-		return nil, fmt.Errorf("reading CNI_ARGS %q: %w", args.Args, err)
+		return wire.PodRef{}, fmt.Errorf("reading CNI_ARGS %q: %w", args.Args, err)
+	}
+	return wire.PodRef{Namespace: string(ka.K8S_POD_NAMESPACE), Name: string(ka.K8S_POD_NAME), UID: string(ka.K8S_POD_UID)}, nil
+}
+
+func reserveRequest(args *skel.CmdArgs, conf *NetConf, j Journal) (*wire.ReserveRequest, error) {
+	pod, err := podOf(args)
+	if err != nil {
+		return nil, err
 	}
 	return &wire.ReserveRequest{
 		ContainerID: args.ContainerID,
 		IfName:      args.IfName,
 		Network:     conf.Name,
-		Pod:         wire.PodRef{Namespace: string(ka.K8S_POD_NAMESPACE), Name: string(ka.K8S_POD_NAME), UID: string(ka.K8S_POD_UID)},
+		Pod:         pod,
 		RecordedIPs: j.Addrs(conf.Name, args.ContainerID, args.IfName),
 	}, nil
 }

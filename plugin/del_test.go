@@ -38,6 +38,7 @@ type fakeJournal struct {
 	writeErr error
 	addrs    map[string][]string
 	forgot   []string
+	recorded []*journal.AddrRecord
 }
 
 func (j *fakeJournal) Write(r *journal.Record) (string, error) {
@@ -47,11 +48,12 @@ func (j *fakeJournal) Write(r *journal.Record) (string, error) {
 	j.records = append(j.records, r)
 	return "rec", nil
 }
-func (j *fakeJournal) RecordAddrs(n, c, i string, ips []string) error {
+func (j *fakeJournal) RecordAddrs(r *journal.AddrRecord) error {
 	if j.addrs == nil {
 		j.addrs = map[string][]string{}
 	}
-	j.addrs[n+"/"+c+"/"+i] = ips
+	j.addrs[r.Network+"/"+r.ContainerID+"/"+r.IfName] = r.IPs
+	j.recorded = append(j.recorded, r)
 	return nil
 }
 func (j *fakeJournal) Addrs(n, c, i string) []string { return j.addrs[n+"/"+c+"/"+i] }

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"github.com/capo-net/capo/pkg/wire"
+
 	"bytes"
 	"context"
 	"errors"
@@ -41,7 +43,7 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 	d := &ExecDelegate{Paths: []string{"/nonexistent", dir}, Env: []string{"CNI_COMMAND=VERSION", "CNI_CONTAINERID=abc", "CNI_ARGS=K8S_POD_NAME=p"}}
 	var stdout bytes.Buffer
 	j := &fakeJournal{}
-	args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0"}
+	args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=b-0;K8S_POD_UID=u-0"}
 	if err := add(context.Background(), args, mustConf(t, testConf), d, j, nil, &stdout); err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +56,9 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 	}
 	if got := j.addrs["net1/abc/eth0"]; len(got) != 1 || got[0] != "10.1.2.3" {
 		t.Fatalf("ADD recorded %v", j.addrs)
+	}
+	if r := j.recorded[0]; r.Pod != (wire.PodRef{Namespace: "kafka", Name: "b-0", UID: "u-0"}) || r.Created.IsZero() {
+		t.Fatalf("ADD record lacks the pod: %+v", r)
 	}
 	env, _ := os.ReadFile(out + ".env")
 	for _, want := range []string{"CNI_COMMAND=ADD\n", "CNI_CONTAINERID=abc\n", "CNI_ARGS=K8S_POD_NAME=p\n"} {

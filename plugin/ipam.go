@@ -130,7 +130,8 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j J
 	}
 	ips, err := resultIPs(conf.CNIVersion, out)
 	if err == nil {
-		err = j.RecordAddrs(conf.Name, args.ContainerID, args.IfName, ips)
+		pod, _ := podOf(args) // the ADD already read CNI_ARGS if it mattered
+		err = j.RecordAddrs(&journal.AddrRecord{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName, Pod: pod, IPs: ips, Created: time.Now().UTC()})
 	}
 	if err != nil {
 		slog.Warn("could not record the ADD's addresses; DEL will read Calico's handle", "err", err)

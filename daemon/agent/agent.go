@@ -33,7 +33,8 @@ type Options struct {
 	ConfigNamespace string
 	ConfigMap       string
 	DrainInterval   time.Duration
-	CNIBinDir       string // where the delegate lives as the agent sees it; "" = as recorded
+	SweepInterval   time.Duration // ADD records of gone pods: see sweepAddrs
+	CNIBinDir       string        // where the delegate lives as the agent sees it; "" = as recorded
 
 	// ManageCNI makes the agent install capo-ipam while the node is opted
 	// in and remove it otherwise.
@@ -58,8 +59,11 @@ type Agent struct {
 	journal journal.Dir
 	release Releaser
 	cni     *cniManager
-	now     func() time.Time
-	ready   atomic.Bool
+	// reapplied hears from the CNI manager when it put capo back after a
+	// rewrite: teardowns in between went around capo-ipam.
+	reapplied chan struct{}
+	now       func() time.Time
+	ready     atomic.Bool
 }
 
 // New builds an agent on real clients.
@@ -74,6 +78,8 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 		ipam:    calico.IPAM(),
 		journal: journal.Dir{Root: opts.StateDir},
 		now:     time.Now,
+
+		reapplied: make(chan struct{}, 1),
 	}
 	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
 	if opts.ManageCNI {
@@ -135,6 +141,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go func() { errc <- a.serveSocket(ctx, l) }()
 	go a.drainLoop(ctx)
+	go a.sweepLoop(ctx, a.reapplied)
 	go a.countLoop(ctx)
 	if a.cni != nil {
 		done := make(chan struct{})

@@ -115,6 +115,10 @@ func (m *cniManager) report(op string, r *install.Result, err error) {
 			m.a.metrics.cniReapplied.WithLabelValues("binary").Inc()
 		}
 		slog.Warn("re-applied capo to the CNI chain after it was rewritten (calico-node restarted?)", "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged)
+		select { // teardowns in the window went around capo-ipam: sweep for them
+		case m.a.reapplied <- struct{}{}:
+		default:
+		}
 	default:
 		slog.Info("CNI "+op, "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged || r.BinaryRemoved)
 	}

@@ -20,6 +20,7 @@ import (
 // IPAM is the part of Calico IPAM the agent reads.
 type IPAM interface {
 	IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error)
+	GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error)
 }
 
 // Reserver writes this node's reservations (the batcher, in production).

@@ -29,11 +29,18 @@ func (f *fakeFacts) Namespace(string) *corev1.Namespace           { return f.ns 
 func (f *fakeFacts) Pod(context.Context, wire.PodRef) *corev1.Pod { return f.pod }
 
 type fakeIPAM struct {
-	ips []cnet.IP
-	err error
+	ips     []cnet.IP
+	err     error
+	holders map[string]string // address -> handle, for GetAssignmentAttributes
 }
 
 func (f *fakeIPAM) IPsByHandle(context.Context, string) ([]cnet.IP, error) { return f.ips, f.err }
+func (f *fakeIPAM) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[string]string, *string, error) {
+	if h, ok := f.holders[ip.String()]; ok {
+		return nil, &h, nil
+	}
+	return nil, nil, errors.New("not assigned")
+}
 
 type fakeReserver struct {
 	got []reserve.Entry

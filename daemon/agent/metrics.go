@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	reg            *prometheus.Registry
 	decisions      *prometheus.CounterVec
+	bypassed       prometheus.Counter
 	reserveSeconds prometheus.Histogram
 	journalDepth   prometheus.Gauge
 	reservedIPs    prometheus.Gauge
@@ -27,7 +28,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_agent_del_decisions_total",
-			Help: "Sandbox teardowns by outcome (reserved, not-selected, node-not-opted-in, nothing-to-reserve, journaled, failed) and path (socket: live DEL; journal: replayed).",
+			Help: "Sandbox teardowns by outcome (reserved, not-selected, node-not-opted-in, nothing-to-reserve, journaled, failed) and path (socket: live DEL; journal: replayed; sweep: a teardown that went around capo-ipam, found afterwards).",
 		}, []string{"outcome", "path"}),
 		reserveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "capo_agent_reserve_duration_seconds",
@@ -66,12 +67,16 @@ func newMetrics() *metrics {
 			Name: "capo_agent_cni_errors_total",
 			Help: "Install or uninstall attempts that failed; each is retried.",
 		}),
+		bypassed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capo_agent_bypassed_teardowns_total",
+			Help: "Teardowns of selected pods that went around capo-ipam (the conflist was being rewritten, or the agent was away), found by the ADD-record sweep and reserved after the fact.",
+		}),
 		fixedAddrPods: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_agent_fixed_address_pods_total",
 			Help: "Pods with cni.projectcalico.org/ipAddrs or ipAddrsNoIpam scheduled to this opted-in node, where the calico plugin rejects them.",
 		}),
 	}
-	m.reg.MustRegister(m.fixedAddrPods, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.bypassed, m.fixedAddrPods, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

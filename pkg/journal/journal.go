@@ -113,28 +113,76 @@ func (d Dir) Remove(name string) error {
 	return fsutil.SyncDir(d.pendingDir())
 }
 
-// RecordAddrs notes the addresses the delegate assigned at ADD. The record
-// is only a hint: without it (a crash lost it) the DEL reads Calico's
-// handle, so the ADD does not pay for an fsync.
-func (d Dir) RecordAddrs(network, containerID, ifName string, ips []string) error {
+// AddrRecord is what capo-ipam notes at ADD: the addresses the delegate
+// assigned, and the sandbox and pod they belong to. capo-ipam's DEL removes
+// it after the release; one whose Calico handle is gone while the record
+// stays is a teardown that went around capo-ipam.
+type AddrRecord struct {
+	Network     string      `json:"network"`
+	ContainerID string      `json:"containerID"`
+	IfName      string      `json:"ifName"`
+	Pod         wire.PodRef `json:"pod"`
+	IPs         []string    `json:"ips"`
+	Created     time.Time   `json:"created"`
+}
+
+// Handle is Calico's IPAM handle for the sandbox.
+func (r *AddrRecord) Handle() string { return r.Network + "." + r.ContainerID }
+
+// RecordAddrs notes an ADD. The record is a hint, not a promise: without it
+// (a crash lost it) the DEL reads Calico's handle, so the ADD does not pay
+// for an fsync.
+func (d Dir) RecordAddrs(r *AddrRecord) error {
 	if err := os.MkdirAll(d.addrsDir(), 0o700); err != nil {
 		return err
 	}
-	data, _ := json.Marshal(ips)
-	return fsutil.ReplaceFile(filepath.Join(d.addrsDir(), key(network, containerID, ifName)), data, 0o600)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return fsutil.ReplaceFile(filepath.Join(d.addrsDir(), key(r.Network, r.ContainerID, r.IfName)), data, 0o600)
 }
 
-// Addrs returns what RecordAddrs stored, or nil.
+// Addrs returns the addresses RecordAddrs stored, or nil.
 func (d Dir) Addrs(network, containerID, ifName string) []string {
-	data, err := os.ReadFile(filepath.Join(d.addrsDir(), key(network, containerID, ifName)))
+	r := readAddrRecord(filepath.Join(d.addrsDir(), key(network, containerID, ifName)))
+	if r == nil {
+		return nil
+	}
+	return r.IPs
+}
+
+// AddrRecords lists every ADD record that can be read.
+func (d Dir) AddrRecords() ([]*AddrRecord, error) {
+	files, err := os.ReadDir(d.addrsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*AddrRecord
+	for _, f := range files {
+		if f.IsDir() || !strings.HasSuffix(f.Name(), ".json") {
+			continue
+		}
+		if r := readAddrRecord(filepath.Join(d.addrsDir(), f.Name())); r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func readAddrRecord(path string) *AddrRecord {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
-	var ips []string
-	if json.Unmarshal(data, &ips) != nil {
+	var r AddrRecord
+	if json.Unmarshal(data, &r) != nil || r.ContainerID == "" {
 		return nil
 	}
-	return ips
+	return &r
 }
 
 // ForgetAddrs removes the ADD record once the addresses are released.

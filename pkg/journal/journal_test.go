@@ -64,7 +64,11 @@ func TestAddrs(t *testing.T) {
 	if d.Addrs("n", "c", "eth0") != nil {
 		t.Fatal("nothing recorded yet")
 	}
-	if err := d.RecordAddrs("n", "c/../x", "eth0", []string{"10.0.0.1", "fd00::1"}); err != nil {
+	if all, err := d.AddrRecords(); err != nil || all != nil {
+		t.Fatalf("no records yet: %v %v", all, err)
+	}
+	rec := &AddrRecord{Network: "n", ContainerID: "c/../x", IfName: "eth0", Pod: wire.PodRef{Namespace: "kafka", Name: "b-0", UID: "u"}, IPs: []string{"10.0.0.1", "fd00::1"}}
+	if err := d.RecordAddrs(rec); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.Addrs("n", "c/../x", "eth0"); !slices.Equal(got, []string{"10.0.0.1", "fd00::1"}) {
@@ -73,6 +77,14 @@ func TestAddrs(t *testing.T) {
 	files, _ := os.ReadDir(filepath.Join(d.Root, "addrs"))
 	if len(files) != 1 || filepath.Base(files[0].Name()) != files[0].Name() {
 		t.Fatalf("unsafe name: %v", files)
+	}
+	// A file that is not a record (torn by a crash) is skipped, not fatal.
+	if err := os.WriteFile(filepath.Join(d.Root, "addrs", "torn.json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	all, err := d.AddrRecords()
+	if err != nil || len(all) != 1 || all[0].Pod.Name != "b-0" || all[0].Handle() != "n.c/../x" {
+		t.Fatalf("records: %+v %v", all, err)
 	}
 	if err := d.ForgetAddrs("n", "c/../x", "eth0"); err != nil || d.Addrs("n", "c/../x", "eth0") != nil {
 		t.Fatal("forget failed")

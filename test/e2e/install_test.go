@@ -60,6 +60,13 @@ func TestNodeOptInDrivesInstallation(t *testing.T) {
 			t.Fatal("the installed chain did not reserve")
 		}
 
+		// A running pod whose sandbox the runtime will tear down in the
+		// rewrite window below.
+		inWindow := env.NewDiskSandbox(env.CreatePod("db-1", testbed.StatefulPod("db")), n)
+		if err := inWindow.Add(ctx); err != nil {
+			t.Fatal(err)
+		}
+
 		// calico-node restarts and rewrites its conflist and binaries.
 		rewrote := time.Now()
 		n.CalicoNodeRewrites(env)
@@ -70,6 +77,16 @@ func TestNodeOptInDrivesInstallation(t *testing.T) {
 			t.Fatalf("re-applied after %s; the watch should catch a rewrite within a second", took)
 		}
 		a.WaitMetricAtLeast(1, "capo_agent_cni_reapplied_total", `what="config"`)
+		// The runtime read the conflist in that window: the DEL went around
+		// capo-ipam. The sweep after the re-apply finds it and reserves.
+		if err := inWindow.DelWith(ctx, n.Original); err != nil {
+			t.Fatal(err)
+		}
+		if env.Allocated(inWindow.IPs[0]) || held(env, inWindow.IP()) {
+			t.Fatal("calico-ipam's own DEL did not simply release")
+		}
+		eventually(t, 15*time.Second, "the window's teardown reserved after the fact", func() bool { return held(env, inWindow.IP()) })
+		a.WaitMetric(1, "capo_agent_bypassed_teardowns_total")
 
 		// Opt-out: the chain is Calico's own again, byte for byte.
 		env.OptOutNode()

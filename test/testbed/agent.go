@@ -68,7 +68,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	}
 	argv = append(argv, e.Bed.Bin.CapoAgent,
 		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr,
-		"--drain-interval=1s", "--log-level=debug")
+		"--drain-interval=1s", "--addr-sweep-interval=1s", "--log-level=debug")
 	if n := o.ManageCNI; n != nil {
 		argv = append(argv, "--manage-cni", "--cni-conf-dir="+n.ConfDir, "--cni-bin-dir="+n.BinDir,
 			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s")

@@ -98,6 +98,16 @@ func (s *Sandbox) Del(ctx context.Context) error {
 	return s.cni.DelNetworkList(ctx, s.conflist, s.runtimeConf())
 }
 
+// DelWith runs CNI DEL through another conflist, as a runtime does that read
+// the config dir again in between (say, just after calico-node rewrote it).
+func (s *Sandbox) DelWith(ctx context.Context, conflist []byte) error {
+	list, err := libcni.ConfListFromBytes(conflist)
+	if err != nil {
+		return fmt.Errorf("conflist: %w", err)
+	}
+	return s.cni.DelNetworkList(ctx, list, s.runtimeConf())
+}
+
 // Check runs CNI CHECK.
 func (s *Sandbox) Check(ctx context.Context) error {
 	return s.cni.CheckNetworkList(ctx, s.conflist, s.runtimeConf())

@@ -63,6 +63,7 @@ Flags:
 	fs.StringVar(&o.ConfigNamespace, "config-namespace", kubeclient.Env("POD_NAMESPACE", "kube-system"), "namespace of the config ConfigMap (env POD_NAMESPACE)")
 	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
 	fs.DurationVar(&o.DrainInterval, "drain-interval", 10*time.Second, "how often journaled DELs are replayed")
+	fs.DurationVar(&o.SweepInterval, "addr-sweep-interval", 5*time.Minute, "how often the ADD records of pods gone from the node are checked for teardowns that went around capo-ipam (all records are also checked at start and after each CNI re-apply)")
 	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "", "the node's CNI bin dir as this process sees it: where capo-ipam is installed and the delegate replayed from; empty means the recorded CNI_PATH (and no --manage-cni)")
 	fs.BoolVar(&o.ManageCNI, "manage-cni", false, "install capo-ipam into the node's CNI chain while the node is opted in, remove it otherwise, re-apply when calico-node rewrites it; needs --cni-bin-dir and --cni-conf-dir")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "", "the node's CNI conf dir as this process sees it (with --manage-cni)")
@@ -76,6 +77,9 @@ Flags:
 	}
 	if o.NodeName == "" {
 		return o, 0, 0, fmt.Errorf("capo-agent: --node-name or NODENAME is required")
+	}
+	if o.SweepInterval < time.Second {
+		return o, 0, 0, fmt.Errorf("capo-agent: --addr-sweep-interval %s is below 1s", o.SweepInterval)
 	}
 	if o.DrainInterval < time.Second {
 		return o, 0, 0, fmt.Errorf("capo-agent: --drain-interval %s is below 1s", o.DrainInterval)

@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capo-net/capo/pkg/ctxutil"
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// Teardowns that went around capo-ipam. capo-ipam removes a sandbox's ADD
+// record once its DEL has released the addresses, so a record whose Calico
+// handle is gone was released by something else:
+//   - a DEL that read Calico's own conflist: calico-node rewrote it and the
+//     runtime read it before the agent put capo back, or while the agent
+//     was down;
+//   - Calico's IPAM garbage collector.
+//
+// The sweep decides each such record as its DEL would have been decided, so
+// a selected pod's addresses are reserved after the fact, unless another pod
+// holds them already, and then removes the record. It also clears records
+// whose DEL never came.
+
+// sweepAddrs checks the ADD records. With all false, records of pods that
+// still run on this node with the same UID are skipped, so a periodic pass
+// reads Calico's handles only for pods that are gone.
+func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
+	recs, err := a.journal.AddrRecords()
+	if err != nil {
+		slog.Error("reading ADD records", "dir", a.opts.StateDir, "err", err)
+		return
+	}
+	held := map[string]bool{} // journaled DELs keep their addresses allocated on purpose
+	if pending, err := a.journal.Pending(); err == nil {
+		for _, e := range pending {
+			if e.Record != nil {
+				held[e.Record.Request.Handle()] = true
+			}
+		}
+	}
+	for _, r := range recs {
+		if ctx.Err() != nil {
+			return
+		}
+		if held[r.Handle()] || !all && a.podRunsHere(r.Pod) {
+			continue
+		}
+		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
+		switch {
+		case err == nil && len(ips) > 0:
+			continue // still allocated: its DEL has not come
+		case err != nil && !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)):
+			slog.Warn("ADD record not checked; next sweep", "handle", r.Handle(), "err", err)
+			continue
+		}
+		a.settle(ctx, r)
+	}
+}
+
+// podRunsHere: the record's pod is on this node, the same incarnation, and
+// not finished.
+func (a *Agent) podRunsHere(ref wire.PodRef) bool {
+	p := a.facts.Pod(context.Background(), ref)
+	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.opts.NodeName &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// settle decides a record whose addresses were released behind capo's back.
+func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
+	forget := func(outcome string) {
+		if err := a.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
+			slog.Warn("removing ADD record", "err", err)
+			return
+		}
+		slog.Debug("ADD record settled", "handle", r.Handle(), "outcome", outcome)
+	}
+	if r.Pod.Name == "" || a.facts.Pod(ctx, r.Pod) == nil {
+		forget("pod unknown") // nothing to decide on, and a guess would hold an address for nobody
+		return
+	}
+	free := a.stillFree(ctx, r)
+	if len(free) == 0 {
+		forget("reused")
+		return
+	}
+	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free}
+	dctx, cancel := context.WithTimeout(ctx, a.config.Get().ReserveTimeout)
+	resp, err := a.decide(dctx, req)
+	cancel()
+	if err != nil {
+		a.metrics.decisions.WithLabelValues("failed", "sweep").Inc()
+		slog.Error("teardown that went around capo-ipam not decided; next sweep", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "err", err)
+		return
+	}
+	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "sweep").Inc()
+	if resp.Outcome == wire.Reserved {
+		a.metrics.bypassed.Inc()
+		slog.Warn("a teardown went around capo-ipam (conflist rewritten, or the agent was away); reserved after the fact",
+			"pod", r.Pod.Namespace+"/"+r.Pod.Name, "ips", resp.IPs, "rule", resp.Rule)
+	}
+	forget(string(resp.Outcome))
+}
+
+// stillFree drops the addresses Calico has since given to another sandbox:
+// that reuse has happened, and a reservation now would only carry the wrong
+// pod's name. An address that cannot be read is kept: reserving is the safe
+// error.
+func (a *Agent) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
+	var out []string
+	for _, s := range r.IPs {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			continue
+		}
+		if _, handle, err := a.ipam.GetAssignmentAttributes(ctx, cnet.IP{IP: ip}); err == nil && handle != nil && *handle != r.Handle() {
+			slog.Warn("a teardown went around capo-ipam and its address is already reused", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "ip", s, "now", *handle)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// sweepLoop sweeps everything once the agent starts (it may have been away
+// while DELs went by), after each CNI re-apply (the rewrite window), and
+// the gone pods' records every interval.
+func (a *Agent) sweepLoop(ctx context.Context, reapplied <-chan struct{}) {
+	a.sweepAddrs(ctx, true)
+	t := time.NewTicker(a.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reapplied:
+			a.sweepAddrs(ctx, true)
+			// A DEL that read the rewritten conflist may still be releasing.
+			if !ctxutil.Sleep(ctx, reapplySettle) {
+				return
+			}
+			a.sweepAddrs(ctx, true)
+		case <-t.C:
+			a.sweepAddrs(ctx, false)
+		}
+	}
+}
+
+// reapplySettle is how long after a re-apply a second sweep runs.
+const reapplySettle = 10 * time.Second

@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
+	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	enabledNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0", Labels: map[string]string{"brokerId": "0"}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}}
+	gone := cerrors.ErrorResourceDoesNotExist{}
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		ipam      *fakeIPAM
+		journaled bool
+		reserved  string // addresses reserved, comma-separated
+		kept      bool   // the record stays
+		bypassed  float64
+	}{
+		{name: "handle still allocated: DEL not come yet", pod: broker, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.1")}}, kept: true},
+		{name: "released behind capo's back: reserved", pod: broker, ipam: &fakeIPAM{err: gone}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
+		{name: "one address already reused", pod: broker, ipam: &fakeIPAM{err: gone, holders: map[string]string{"10.0.0.1": "k8s-pod-network.other"}}, reserved: "fd00::1", bypassed: 1},
+		{name: "pod unknown: record cleared, nothing held", ipam: &fakeIPAM{err: gone}},
+		{name: "journaled DEL keeps its address on purpose", pod: broker, ipam: &fakeIPAM{err: gone}, journaled: true, kept: true},
+		{name: "handle unreadable: next sweep", pod: broker, ipam: &fakeIPAM{err: errors.New("connection refused")}, kept: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := journal.Dir{Root: t.TempDir()}
+			rec := &journal.AddrRecord{Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0",
+				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}}
+			if err := j.RecordAddrs(rec); err != nil {
+				t.Fatal(err)
+			}
+			if tc.journaled {
+				if _, err := j.Write(&journal.Record{Request: wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := &fakeReserver{}
+			a := &Agent{opts: Options{NodeName: "n1"}, facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: tc.pod}, ipam: tc.ipam, reserve: r,
+				journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
+			a.sweepAddrs(context.Background(), false)
+			var got []string
+			for _, e := range r.got {
+				got = append(got, e.IP)
+			}
+			if strings.Join(got, ",") != tc.reserved {
+				t.Fatalf("reserved %v, want %q", got, tc.reserved)
+			}
+			if kept := j.Addrs("k8s-pod-network", "c1", "eth0") != nil; kept != tc.kept {
+				t.Fatalf("record kept = %v, want %v", kept, tc.kept)
+			}
+			if n := testutil.ToFloat64(a.metrics.bypassed); n != tc.bypassed {
+				t.Fatalf("bypassed = %v, want %v", n, tc.bypassed)
+			}
+		})
+	}
+}
+
+// A pod still running here is skipped by the periodic sweep: no handle read.
+func TestPeriodicSweepSkipsRunningPods(t *testing.T) {
+	j := journal.Dir{Root: t.TempDir()}
+	if err := j.RecordAddrs(&journal.AddrRecord{Network: "net", ContainerID: "c1", IfName: "eth0", Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0"}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	a := &Agent{opts: Options{NodeName: "n1"}, facts: &fakeFacts{node: &corev1.Node{}, pod: running}, ipam: &fakeIPAM{err: errors.New("must not be read")},
+		reserve: &fakeReserver{}, journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
+	a.sweepAddrs(context.Background(), false)
+	if j.Addrs("net", "c1", "eth0") == nil {
+		t.Fatal("a running pod's record was removed")
+	}
+}
