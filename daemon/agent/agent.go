@@ -62,8 +62,11 @@ type Agent struct {
 	// reapplied hears from the CNI manager when it put capo back after a
 	// rewrite: teardowns in between went around capo-ipam.
 	reapplied chan struct{}
-	now       func() time.Time
-	ready     atomic.Bool
+	// sweepPause spaces the sweep's handle reads; sweepGrace lets a DEL
+	// in flight remove its own record.
+	sweepPause, sweepGrace time.Duration
+	now                    func() time.Time
+	ready                  atomic.Bool
 }
 
 // New builds an agent on real clients.
@@ -79,7 +82,9 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 		journal: journal.Dir{Root: opts.StateDir},
 		now:     time.Now,
 
-		reapplied: make(chan struct{}, 1),
+		reapplied:  make(chan struct{}, 1),
+		sweepPause: 250 * time.Millisecond,
+		sweepGrace: 2 * time.Second,
 	}
 	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
 	if opts.ManageCNI {

@@ -46,12 +46,15 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 			}
 		}
 	}
+	var released []*journal.AddrRecord
 	for _, r := range recs {
-		if ctx.Err() != nil {
-			return
-		}
 		if held[r.Handle()] || !all && a.podRunsHere(r.Pod) {
 			continue
+		}
+		// Live DELs share the datastore client's rate limit: the sweep
+		// takes a small part of it.
+		if !ctxutil.Sleep(ctx, a.sweepPause) {
+			return
 		}
 		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
 		switch {
@@ -60,6 +63,23 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 		case err != nil && !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)):
 			slog.Warn("ADD record not checked; next sweep", "handle", r.Handle(), "err", err)
 			continue
+		}
+		released = append(released, r)
+	}
+	if len(released) == 0 {
+		return
+	}
+	// A DEL through capo-ipam removes the record just after the release:
+	// give any in flight the moment to finish before calling it bypassed.
+	if !ctxutil.Sleep(ctx, a.sweepGrace) {
+		return
+	}
+	for _, r := range released {
+		if ctx.Err() != nil {
+			return
+		}
+		if a.journal.Addrs(r.Network, r.ContainerID, r.IfName) == nil {
+			continue // capo-ipam's own DEL
 		}
 		a.settle(ctx, r)
 	}

@@ -19,7 +19,7 @@ func TestTeardownsAroundCapoAreReservedAfterTheFact(t *testing.T) {
 		ctx := context.Background()
 		env := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true})
 		conflist := env.Conflist(testbed.Capo)
-		redis := env.AddPods("redis", 2, conflist, testbed.StatefulPod("redis"))
+		redis := env.AddPods("redis", 3, conflist, testbed.StatefulPod("redis"))
 		web := env.AddPods("web", 1, conflist)[0]
 		plainDel := func(sb *testbed.Sandbox) {
 			t.Helper()
@@ -38,8 +38,14 @@ func TestTeardownsAroundCapoAreReservedAfterTheFact(t *testing.T) {
 			}
 			return len(rs)
 		}
-		if n := records(); n != 3 {
-			t.Fatalf("%d ADD records, want 3", n)
+		if n := records(); n != 4 {
+			t.Fatalf("%d ADD records, want 4", n)
+		}
+		// An ordinary teardown through capo-ipam: reserved at once, and no
+		// sweep may count it as one that went around.
+		env.Evict(redis[2].Pod.Name)
+		if err := redis[2].Del(ctx); err != nil || !held(env, redis[2].IP()) {
+			t.Fatalf("the ordinary DEL: %v, held %v", err, held(env, redis[2].IP()))
 		}
 
 		// An evicted pod and a deleted one whose DELs went around capo: the
@@ -56,6 +62,9 @@ func TestTeardownsAroundCapoAreReservedAfterTheFact(t *testing.T) {
 		eventually(t, 10*time.Second, "both records settled", func() bool { return records() == 1 })
 		if held(env, web.IP()) {
 			t.Fatal("a non-selected pod's address was reserved")
+		}
+		if n := env.Agent.Metric("capo_agent_bypassed_teardowns_total"); n != 1 {
+			t.Fatalf("%v teardowns counted as bypassing capo, want 1", n)
 		}
 
 		// A sandbox re-created under a running pod while the agent was
