@@ -140,7 +140,11 @@ func (a *Agent) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
 		if ip == nil {
 			continue
 		}
-		if _, handle, err := a.ipam.GetAssignmentAttributes(ctx, cnet.IP{IP: ip}); err == nil && handle != nil && *handle != r.Handle() {
+		_, handle, err := a.ipam.GetAssignmentAttributes(ctx, cnet.IP{IP: ip})
+		if err != nil {
+			slog.Debug("address not assigned, or unreadable: kept", "ip", s, "err", err)
+		}
+		if err == nil && handle != nil && *handle != r.Handle() {
 			slog.Warn("a teardown went around capo-ipam and its address is already reused", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "ip", s, "now", *handle)
 			continue
 		}

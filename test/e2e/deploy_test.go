@@ -125,6 +125,13 @@ func TestChartRBACIsEnough(t *testing.T) {
 			t.Fatalf("%s not reserved under the chart's agent role", sb.IP())
 		}
 	}
+	// A teardown that went around capo-ipam: the sweep reads handles and
+	// pools, and reserves.
+	env.Evict(sbs[2].Pod.Name)
+	if err := sbs[2].DelWith(ctx, env.Conflist(testbed.PlainCalico)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the bypassed teardown reserved", func() bool { return held(env, sbs[2].IP()) })
 	if got := env.Agent.Metric("capo_agent_del_decisions_total", `outcome="failed"`); got != 0 {
 		t.Fatalf("%v teardowns failed under the chart's agent role", got)
 	}
