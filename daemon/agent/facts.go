@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -87,10 +88,7 @@ func (f *informerFacts) run(ctx context.Context) bool {
 }
 
 func (f *informerFacts) remember(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := kubeclient.Deleted[corev1.Pod](obj)
 	if !ok {
 		return
 	}
@@ -120,19 +118,11 @@ func (f *informerFacts) expire(ctx context.Context) {
 }
 
 func (f *informerFacts) Node() *corev1.Node {
-	obj, ok, _ := f.nodes.GetStore().GetByKey(f.nodeName)
-	if !ok {
-		return nil
-	}
-	return obj.(*corev1.Node)
+	return kubeclient.Cached[corev1.Node](f.nodes, f.nodeName)
 }
 
 func (f *informerFacts) Namespace(name string) *corev1.Namespace {
-	obj, ok, _ := f.namespaces.GetStore().GetByKey(name)
-	if !ok {
-		return nil
-	}
-	return obj.(*corev1.Namespace)
+	return kubeclient.Cached[corev1.Namespace](f.namespaces, name)
 }
 
 // Pod finds the pod the sandbox belonged to: the live object if its UID
@@ -142,10 +132,8 @@ func (f *informerFacts) Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod {
 	if ref.Name == "" {
 		return nil
 	}
-	if obj, ok, _ := f.pods.GetStore().GetByKey(ref.Namespace + "/" + ref.Name); ok {
-		if p := obj.(*corev1.Pod); ref.UID == "" || string(p.UID) == ref.UID {
-			return p
-		}
+	if p := kubeclient.Cached[corev1.Pod](f.pods, ref.Namespace+"/"+ref.Name); p != nil && (ref.UID == "" || string(p.UID) == ref.UID) {
+		return p
 	}
 	if p := f.tombstone(ref); p != nil {
 		return p

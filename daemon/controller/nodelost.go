@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -38,10 +39,7 @@ func (c *Controller) watchTriggers() {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if p, ok := obj.(*corev1.Pod); ok {
+			if p, ok := kubeclient.Deleted[corev1.Pod](obj); ok {
 				c.podGoing(p)
 			}
 		},
@@ -51,10 +49,7 @@ func (c *Controller) watchTriggers() {
 // nodeDeleted: Calico's IPAM garbage collector frees a deleted node's
 // addresses at once, so its selected pods are reserved now.
 func (c *Controller) nodeDeleted(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	n, ok := obj.(*corev1.Node)
+	n, ok := kubeclient.Deleted[corev1.Node](obj)
 	if !ok {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/release"
 )
 
@@ -139,26 +140,12 @@ func nodeLost(n *corev1.Node) bool {
 	return true
 }
 
-func (c *caches) node(name string) *corev1.Node {
-	o, ok, _ := c.nodes.GetStore().GetByKey(name)
-	if !ok {
-		return nil
-	}
-	return o.(*corev1.Node)
-}
+func (c *caches) node(name string) *corev1.Node { return kubeclient.Cached[corev1.Node](c.nodes, name) }
 
 func (c *caches) namespace(name string) *corev1.Namespace {
-	o, ok, _ := c.namespaces.GetStore().GetByKey(name)
-	if !ok {
-		return nil
-	}
-	return o.(*corev1.Namespace)
+	return kubeclient.Cached[corev1.Namespace](c.namespaces, name)
 }
 
 func (c *caches) pod(ns, name string) *corev1.Pod {
-	o, ok, _ := c.pods.GetStore().GetByKey(ns + "/" + name)
-	if !ok {
-		return nil
-	}
-	return o.(*corev1.Pod)
+	return kubeclient.Cached[corev1.Pod](c.pods, ns+"/"+name)
 }

@@ -1,0 +1,24 @@
+package kubeclient
+
+import "k8s.io/client-go/tools/cache"
+
+// Cached is the object an informer holds under key ("name", or
+// "namespace/name"), or nil.
+func Cached[T any](inf cache.SharedIndexInformer, key string) *T {
+	obj, ok, _ := inf.GetStore().GetByKey(key)
+	if !ok {
+		return nil
+	}
+	t, _ := obj.(*T)
+	return t
+}
+
+// Deleted is the object of a delete event, also when the watch missed the
+// delete and the informer hands over the last state it knew.
+func Deleted[T any](obj any) (*T, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	t, ok := obj.(*T)
+	return t, ok
+}
