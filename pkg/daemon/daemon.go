@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,13 +48,45 @@ func Run(component string, level slog.Level, datastoreQPS float32, start func(ct
 	return 0
 }
 
-// ParseLevel reads a --log-level value.
-func ParseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level: %w", err)
+// Main parses the command line with parse and runs start on what it gave.
+// It returns the exit code: 0 after --help, 2 for bad flags.
+func Main[O any](component string, parse func([]string) (O, slog.Level, float32, error), start func(context.Context, O, kubernetes.Interface, clientv3.Interface) error) int {
+	opts, level, qps, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
-	return l, nil
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return Run(component, level, qps, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
+		return start(ctx, opts, kube, calico)
+	})
+}
+
+// Flags are the flags both daemons take: --log-level and --datastore-qps.
+type Flags struct {
+	level string
+	qps   float64
+}
+
+// Register adds them to fs; qpsNote, if any, ends the rate limit's help.
+func (f *Flags) Register(fs *flag.FlagSet, defaultQPS float64, qpsNote string) {
+	f.level, f.qps = "info", defaultQPS
+	fs.StringVar(&f.level, "log-level", f.level, "debug, info, warn or error")
+	fs.Float64Var(&f.qps, "datastore-qps", f.qps, "request rate limit of the Calico client on the Kubernetes datastore (libcalico-go's own default is 5)"+qpsNote)
+}
+
+// Resolve checks the parsed values.
+func (f *Flags) Resolve(component string) (slog.Level, float32, error) {
+	if f.qps <= 0 {
+		return 0, 0, fmt.Errorf("%s: --datastore-qps must be positive", component)
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(f.level)); err != nil {
+		return 0, 0, fmt.Errorf("%s: --log-level: %w", component, err)
+	}
+	return l, float32(f.qps), nil
 }
 
 // ServeMetrics serves /metrics from reg, /healthz, and /readyz (200 once

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,20 +22,10 @@ import (
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-func main() { os.Exit(run()) }
-
-func run() int {
-	opts, level, qps, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	return daemon.Run("capo-agent", level, qps, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
+func main() {
+	os.Exit(daemon.Main("capo-agent", parseFlags, func(ctx context.Context, opts agent.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
 		return agent.New(opts, kube, calico).Run(ctx)
-	})
+	}))
 }
 
 func parseFlags(args []string) (agent.Options, slog.Level, float32, error) {
@@ -54,8 +43,8 @@ Flags:
 		fs.PrintDefaults()
 	}
 	var o agent.Options
-	level := "info"
-	qps := 20.0
+	var common daemon.Flags
+	common.Register(fs, 20, "; each reservation costs about two requests")
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODENAME"), "this node's name (env NODENAME)")
 	fs.StringVar(&o.Socket, "socket", wire.DefaultSocket, "unix socket capo-ipam calls")
 	fs.StringVar(&o.StateDir, "state-dir", journal.DefaultStateDir, "host directory holding capo-ipam's journal and ADD records")
@@ -70,8 +59,6 @@ Flags:
 	self, _ := os.Executable()
 	fs.StringVar(&o.CapoIPAMSource, "capo-ipam-source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary --manage-cni installs")
 	fs.DurationVar(&o.CNIResync, "cni-resync", 30*time.Second, "with --manage-cni, how often the CNI chain is checked besides watching it")
-	fs.StringVar(&level, "log-level", level, "debug, info, warn or error")
-	fs.Float64Var(&qps, "datastore-qps", qps, "request rate limit of the Calico client on the Kubernetes datastore (libcalico-go's own default is 5); each reservation costs about two requests")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err
 	}
@@ -84,18 +71,12 @@ Flags:
 	if o.DrainInterval < time.Second {
 		return o, 0, 0, fmt.Errorf("capo-agent: --drain-interval %s is below 1s", o.DrainInterval)
 	}
-	if qps <= 0 {
-		return o, 0, 0, fmt.Errorf("capo-agent: --datastore-qps must be positive")
-	}
 	if o.ManageCNI && (o.CNIBinDir == "" || o.CNIConfDir == "") {
 		return o, 0, 0, fmt.Errorf("capo-agent: --manage-cni needs --cni-bin-dir and --cni-conf-dir")
 	}
 	if o.ManageCNI && o.CNIResync < time.Second {
 		return o, 0, 0, fmt.Errorf("capo-agent: --cni-resync %s is below 1s", o.CNIResync)
 	}
-	l, err := daemon.ParseLevel(level)
-	if err != nil {
-		return o, 0, 0, fmt.Errorf("capo-agent: %w", err)
-	}
-	return o, l, float32(qps), nil
+	l, qps, err := common.Resolve("capo-agent")
+	return o, l, qps, err
 }

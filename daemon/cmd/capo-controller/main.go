@@ -21,20 +21,10 @@ import (
 	"github.com/capo-net/capo/pkg/version"
 )
 
-func main() { os.Exit(run()) }
-
-func run() int {
-	opts, level, qps, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	return daemon.Run("capo-controller", level, qps, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
+func main() {
+	os.Exit(daemon.Main("capo-controller", parseFlags, func(ctx context.Context, opts controller.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
 		return controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits)).Run(ctx)
-	})
+	}))
 }
 
 func parseFlags(args []string) (controller.Options, slog.Level, float32, error) {
@@ -55,8 +45,8 @@ Flags:
 	}
 	host, _ := os.Hostname()
 	var o controller.Options
-	level := "info"
-	qps := 50.0
+	var common daemon.Flags
+	common.Register(fs, 50, "")
 	fs.StringVar(&o.Namespace, "namespace", kubeclient.Env("POD_NAMESPACE", "kube-system"), "namespace of the lease and the config ConfigMap (env POD_NAMESPACE)")
 	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
 	fs.StringVar(&o.LeaseName, "lease-name", "capo-controller", "name of the leader-election Lease")
@@ -65,8 +55,6 @@ Flags:
 	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader tries to renew before giving up the lease")
 	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9468", "address serving /metrics, /healthz and /readyz")
-	fs.StringVar(&level, "log-level", level, "debug, info, warn or error")
-	fs.Float64Var(&qps, "datastore-qps", qps, "request rate limit of the Calico client on the Kubernetes datastore (libcalico-go's own default is 5)")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err
 	}
@@ -76,12 +64,6 @@ Flags:
 	if !(o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
 		return o, 0, 0, fmt.Errorf("capo-controller: want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
 	}
-	if qps <= 0 {
-		return o, 0, 0, errors.New("capo-controller: --datastore-qps must be positive")
-	}
-	l, err := daemon.ParseLevel(level)
-	if err != nil {
-		return o, 0, 0, fmt.Errorf("capo-controller: %w", err)
-	}
-	return o, l, float32(qps), nil
+	l, qps, err := common.Resolve("capo-controller")
+	return o, l, qps, err
 }
