@@ -26,16 +26,18 @@ func (f filter) match(e reserve.Entry) bool {
 		(f.pod == "" || e.Namespace+"/"+e.Pod == f.pod)
 }
 
-// config is the one in force, or the defaults if there is none.
+// config is the one in force, or the defaults if there is none; read once
+// per command.
 func (c *cli) config() *config.Config {
-	cm, err := c.kube.CoreV1().ConfigMaps(c.capoNS).Get(c.ctx, "capo-config", metav1.GetOptions{})
-	if err != nil {
-		return config.Default()
+	if c.cfg == nil {
+		c.cfg = config.Default()
+		if cm, err := c.kube.CoreV1().ConfigMaps(c.capoNS).Get(c.ctx, "capo-config", metav1.GetOptions{}); err == nil {
+			if cfg, err := config.Parse([]byte(cm.Data[config.ConfigMapKey])); err == nil {
+				c.cfg = cfg
+			}
+		}
 	}
-	if cfg, err := config.Parse([]byte(cm.Data[config.ConfigMapKey])); err == nil {
-		return cfg
-	}
-	return config.Default()
+	return c.cfg
 }
 
 // row is one reservation as list prints it.

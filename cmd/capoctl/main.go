@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/version"
 )
@@ -52,6 +53,7 @@ type cli struct {
 	in        io.Reader
 	out, errw io.Writer
 	now       time.Time
+	cfg       *config.Config // read once, by config()
 }
 
 func run(args []string, in io.Reader, out, errw io.Writer) int {
