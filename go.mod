@@ -1,6 +1,6 @@
 module github.com/capo-net/capo
 
-go 1.25.0
+go 1.26.0
 
 replace (
 	// Calico v3.31.0 pins these; its module replaces them the same way.

@@ -14,10 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/ctxutil"
-	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -52,7 +51,7 @@ type Agent struct {
 	store   reserve.Store
 	config  *config.Holder
 	metrics *metrics
-	facts   Facts
+	cluster Cluster
 	ipam    IPAM
 	batcher *reserve.Batcher
 	reserve Reserver
@@ -86,12 +85,12 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 		sweepPause: 250 * time.Millisecond,
 		sweepGrace: 2 * time.Second,
 	}
-	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
+	cl := newInformerCluster(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
 	if opts.ManageCNI {
 		a.cni = &cniManager{a: a, resync: opts.CNIResync, trigger: make(chan struct{}, 1), opts: install.Options{
 			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts)}}
 	}
-	facts.onNodeChange(func(n *corev1.Node) {
+	cl.onNodeChange(func(n *corev1.Node) {
 		in := 0.0
 		if selection.NodeOptedIn(selection.Of(n)) {
 			in = 1
@@ -101,8 +100,8 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 			a.cni.poke()
 		}
 	})
-	newFixedAddressWarner(kube, opts.NodeName, func() bool { return selection.NodeOptedIn(selection.Of(facts.Node())) }, a.metrics.fixedAddrPods.Inc).watch(facts)
-	a.facts = facts
+	newFixedAddressWarner(kube, opts.NodeName, func() bool { return selection.NodeOptedIn(selection.Of(cl.Node())) }, a.metrics.fixedAddrPods.Inc).watch(cl)
+	a.cluster = cl
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return a.config.Get().ReserveTimeout })
 	a.reserve = a.batcher
 	a.release = &execReleaser{cniBinDir: opts.CNIBinDir}
@@ -132,11 +131,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { errc <- a.serveMetrics(ctx) }()
 	configSynced := config.Watch(ctx, a.kube, a.opts.ConfigNamespace, a.opts.ConfigMap, a.config, a.onConfig)
 	go a.batcher.Run(ctx)
-	if f, ok := a.facts.(*informerFacts); ok && !f.run(ctx) {
+	if f, ok := a.cluster.(*informerCluster); ok && !f.run(ctx) {
 		return errors.New("informer caches did not sync")
 	}
 	for !configSynced() {
-		if !ctxutil.Sleep(ctx, 50*time.Millisecond) {
+		if !sleep(ctx, 50*time.Millisecond) {
 			return nil
 		}
 	}
@@ -180,7 +179,7 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 func (a *Agent) countLoop(ctx context.Context) {
 	for {
 		a.countReserved(ctx)
-		if !ctxutil.Sleep(ctx, 30*time.Second) {
+		if !sleep(ctx, 30*time.Second) {
 			return
 		}
 	}

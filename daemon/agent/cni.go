@@ -87,7 +87,7 @@ func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
 }
 
 func (m *cniManager) reconcile() {
-	want := selection.NodeOptedIn(selection.Of(m.a.facts.Node()))
+	want := selection.NodeOptedIn(selection.Of(m.a.cluster.Node()))
 	if !want {
 		r, err := install.Uninstall(m.opts)
 		m.report("uninstall", r, err)

@@ -35,9 +35,9 @@ var _ Reserver = (*reserve.Batcher)(nil)
 // the address allocated (capo-ipam journals; the drain retries).
 func (a *Agent) decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
 	start := a.now()
-	pod := a.facts.Pod(ctx, req.Pod)
-	d := selection.Decide(selection.Of(a.facts.Node()), selection.Of(a.facts.Namespace(req.Pod.Namespace)), selection.Of(pod), a.config.Get().Selectors)
-	switch d.Outcome {
+	pod := a.cluster.Pod(ctx, req.Pod)
+	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(a.cluster.Namespace(req.Pod.Namespace)), selection.Of(pod), a.config.Get().Selectors)
+	switch d.Verdict {
 	case selection.NodeNotOptedIn:
 		return &wire.ReserveResponse{Outcome: wire.NodeNotOptedIn, Rule: d.Rule}, nil
 	case selection.NotSelected:

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capo-net/capo/pkg/ctxutil"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/plugin"
 )
@@ -51,7 +50,7 @@ func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
 func (a *Agent) drainLoop(ctx context.Context) {
 	for {
 		a.drain(ctx)
-		if !ctxutil.Sleep(ctx, a.opts.DrainInterval) {
+		if !sleep(ctx, a.opts.DrainInterval) {
 			return
 		}
 	}

@@ -123,8 +123,8 @@ func (a *Agent) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	pod := a.facts.Pod(ctx, req.Pod)
-	ns := a.facts.Namespace(req.Pod.Namespace)
+	pod := a.cluster.Pod(ctx, req.Pod)
+	ns := a.cluster.Namespace(req.Pod.Namespace)
 	if pod == nil || ns == nil {
 		writeError(w, http.StatusNotFound, "pod or namespace not known to the agent yet")
 		return

@@ -11,7 +11,6 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/ctxutil"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -53,7 +52,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 		}
 		// Live DELs share the datastore client's rate limit: the sweep
 		// takes a small part of it.
-		if !ctxutil.Sleep(ctx, a.sweepPause) {
+		if !sleep(ctx, a.sweepPause) {
 			return
 		}
 		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
@@ -71,7 +70,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 	}
 	// A DEL through capo-ipam removes the record just after the release:
 	// give any in flight the moment to finish before calling it bypassed.
-	if !ctxutil.Sleep(ctx, a.sweepGrace) {
+	if !sleep(ctx, a.sweepGrace) {
 		return
 	}
 	for _, r := range released {
@@ -88,7 +87,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 // podRunsHere: the record's pod is on this node, the same incarnation, and
 // not finished.
 func (a *Agent) podRunsHere(ref wire.PodRef) bool {
-	p := a.facts.Pod(context.Background(), ref)
+	p := a.cluster.Pod(context.Background(), ref)
 	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.opts.NodeName &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
@@ -102,7 +101,7 @@ func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
 		}
 		slog.Debug("ADD record settled", "handle", r.Handle(), "outcome", outcome)
 	}
-	if r.Pod.Name == "" || a.facts.Pod(ctx, r.Pod) == nil {
+	if r.Pod.Name == "" || a.cluster.Pod(ctx, r.Pod) == nil {
 		forget("pod unknown") // nothing to decide on, and a guess would hold an address for nobody
 		return
 	}
@@ -167,7 +166,7 @@ func (a *Agent) sweepLoop(ctx context.Context, reapplied <-chan struct{}) {
 		case <-reapplied:
 			a.sweepAddrs(ctx, true)
 			// A DEL that read the rewritten conflist may still be releasing.
-			if !ctxutil.Sleep(ctx, reapplySettle) {
+			if !sleep(ctx, reapplySettle) {
 				return
 			}
 			a.sweepAddrs(ctx, true)

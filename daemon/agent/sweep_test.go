@@ -55,7 +55,7 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 				}
 			}
 			r := &fakeReserver{}
-			a := &Agent{opts: Options{NodeName: "n1"}, facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: tc.pod}, ipam: tc.ipam, reserve: r,
+			a := &Agent{opts: Options{NodeName: "n1"}, cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: tc.pod}, ipam: tc.ipam, reserve: r,
 				journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
 			a.sweepAddrs(context.Background(), false)
 			var got []string
@@ -82,7 +82,7 @@ func TestPeriodicSweepSkipsRunningPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0"}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	a := &Agent{opts: Options{NodeName: "n1"}, facts: &fakeFacts{node: &corev1.Node{}, pod: running}, ipam: &fakeIPAM{err: errors.New("must not be read")},
+	a := &Agent{opts: Options{NodeName: "n1"}, cluster: &fakeCluster{node: &corev1.Node{}, pod: running}, ipam: &fakeIPAM{err: errors.New("must not be read")},
 		reserve: &fakeReserver{}, journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
 	a.sweepAddrs(context.Background(), false)
 	if j.Addrs("net", "c1", "eth0") == nil {

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 

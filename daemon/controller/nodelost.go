@@ -97,7 +97,7 @@ func (c *Controller) lostPodOf(p *corev1.Pod) (lostPod, bool) {
 		return lostPod{}, false // a live kubelet will tear it down and the agent will reserve
 	}
 	d := selection.Decide(selection.Of(node), selection.Of(c.caches.namespace(p.Namespace)), selection.Of(p), c.config.Get().Selectors)
-	if d.Outcome != selection.Selected {
+	if d.Verdict != selection.Selected {
 		return lostPod{}, false
 	}
 	now := c.now()

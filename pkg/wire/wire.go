@@ -1,4 +1,4 @@
-// Package wire is the one place the request and response between capo-ipam
+// Package wire is the one place the requests and responses between capo-ipam
 // and capo-agent are defined; both sides import it. HTTP+JSON on a unix
 // socket, bodies read through a size limit.
 package wire
@@ -6,7 +6,7 @@ package wire
 // DefaultSocket is where the agent listens on the host.
 const DefaultSocket = "/var/run/capo/agent.sock"
 
-// ReservePath is the one endpoint capo-ipam calls.
+// ReservePath is where a DEL asks the agent to reserve before releasing.
 const ReservePath = "/v1/reserve"
 
 // AnnotationsPath answers a pod's Calico IPAM annotations from the agent's
