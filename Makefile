@@ -71,7 +71,7 @@ manifests:
 
 ## testbins: build the pinned test servers and calico ahead of time.
 testbins:
-	$(GO) test -count=1 -run TestBedStarts -v ./test/testbed/
+	$(GO) test -count=1 -timeout 30m -run TestBedStarts -v ./test/testbed/
 
 clean:
 	rm -rf bin e2e.log

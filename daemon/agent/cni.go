@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/selection"
@@ -20,11 +22,16 @@ import (
 // whenever it starts, so the directories are watched and the edit is
 // re-applied at once; a periodic check covers a missed event.
 type cniManager struct {
-	a       *Agent
+	node    func() *corev1.Node // this node as last seen
+	kube    kubernetes.Interface
 	opts    install.Options
 	resync  time.Duration
-	trigger chan struct{}
-	applied bool // installed at least once since start: later changes are re-applies
+	metrics *metrics
+	// reapplied hears when capo was put back after a rewrite: teardowns in
+	// between went around capo-ipam, and the sweep looks for them.
+	reapplied chan<- struct{}
+	trigger   chan struct{}
+	applied   bool // installed at least once since start: later changes are re-applies
 }
 
 func (m *cniManager) poke() {
@@ -87,7 +94,7 @@ func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
 }
 
 func (m *cniManager) reconcile() {
-	want := selection.NodeOptedIn(selection.Of(m.a.cluster.Node()))
+	want := selection.NodeOptedIn(selection.Of(m.node()))
 	if !want {
 		r, err := install.Uninstall(m.opts)
 		m.report("uninstall", r, err)
@@ -104,19 +111,19 @@ func (m *cniManager) reconcile() {
 func (m *cniManager) report(op string, r *install.Result, err error) {
 	switch {
 	case err != nil:
-		m.a.metrics.cniErrors.Inc()
+		m.metrics.cniErrors.Inc()
 		slog.Error("CNI "+op+" failed; retrying on the next change or check", "err", err)
 	case r.AlreadyCorrect:
 	case op == "install" && m.applied:
 		if r.ConfigChanged {
-			m.a.metrics.cniReapplied.WithLabelValues("config").Inc()
+			m.metrics.cniReapplied.WithLabelValues("config").Inc()
 		}
 		if r.BinaryChanged {
-			m.a.metrics.cniReapplied.WithLabelValues("binary").Inc()
+			m.metrics.cniReapplied.WithLabelValues("binary").Inc()
 		}
 		slog.Warn("re-applied capo to the CNI chain after it was rewritten (calico-node restarted?)", "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged)
 		select { // teardowns in the window went around capo-ipam: sweep for them
-		case m.a.reapplied <- struct{}{}:
+		case m.reapplied <- struct{}{}:
 		default:
 		}
 	default:
@@ -126,7 +133,7 @@ func (m *cniManager) report(op string, r *install.Result, err error) {
 	if op == "install" && err == nil {
 		installed = 1
 	}
-	m.a.metrics.cniInstalled.Set(installed)
+	m.metrics.cniInstalled.Set(installed)
 }
 
 // onExit uninstalls when the agent's DaemonSet is going away for good;
@@ -137,7 +144,7 @@ func (m *cniManager) onExit(podNamespace, podName string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pod, err := m.a.kube.CoreV1().Pods(podNamespace).Get(ctx, podName, metav1.GetOptions{})
+	pod, err := m.kube.CoreV1().Pods(podNamespace).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
 		slog.Warn("cannot tell whether capo is being removed; leaving the CNI chain as it is", "err", err)
 		return
@@ -146,7 +153,7 @@ func (m *cniManager) onExit(podNamespace, podName string) {
 	if ref == nil || ref.Kind != "DaemonSet" {
 		return
 	}
-	ds, err := m.a.kube.AppsV1().DaemonSets(podNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	ds, err := m.kube.AppsV1().DaemonSets(podNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	gone := apierrors.IsNotFound(err) || (err == nil && (ds.DeletionTimestamp != nil || ds.UID != ref.UID))
 	if !gone {
 		return

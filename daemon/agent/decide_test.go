@@ -89,8 +89,8 @@ func TestDecide(t *testing.T) {
 				tc.ipam = &fakeIPAM{err: errors.New("must not be read")}
 			}
 			r := &fakeReserver{err: tc.resErr}
-			a := &Agent{cluster: tc.cluster, ipam: tc.ipam, reserve: r, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: func() time.Time { return now }}
-			resp, err := a.decide(context.Background(), tc.req)
+			a := testDecider(tc.cluster, tc.ipam, r, func() time.Time { return now })
+			resp, err := a.Decide(context.Background(), tc.req)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -115,4 +115,11 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testDecider decides with the default config's selectors.
+func testDecider(c Cluster, ipam IPAM, r Reserver, now func() time.Time) *decider {
+	cfg := config.Default()
+	return &decider{cluster: c, ipam: ipam, reserve: r, selectors: func() []selection.Selector { return cfg.Selectors },
+		observe: func(time.Duration) {}, now: now}
 }

@@ -47,10 +47,21 @@ func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
 	return err
 }
 
-func (a *Agent) drainLoop(ctx context.Context) {
+// drainer replays the DELs capo-ipam journaled while the agent could not
+// answer.
+type drainer struct {
+	journal  journal.Dir
+	decider  Decider
+	release  Releaser
+	timeout  func() time.Duration // for one decision
+	interval time.Duration
+	metrics  *metrics
+}
+
+func (a *drainer) run(ctx context.Context) {
 	for {
 		a.drain(ctx)
-		if !sleep(ctx, a.opts.DrainInterval) {
+		if !sleep(ctx, a.interval) {
 			return
 		}
 	}
@@ -58,10 +69,10 @@ func (a *Agent) drainLoop(ctx context.Context) {
 
 // drain replays every journaled DEL: reserve first, then release. A record
 // goes only when both have succeeded; otherwise it stays for the next pass.
-func (a *Agent) drain(ctx context.Context) {
+func (a *drainer) drain(ctx context.Context) {
 	entries, err := a.journal.Pending()
 	if err != nil {
-		slog.Error("reading the journal", "dir", a.opts.StateDir, "err", err)
+		slog.Error("reading the journal", "dir", a.journal.Root, "err", err)
 		return
 	}
 	a.metrics.journalDepth.Set(float64(len(entries)))
@@ -81,7 +92,7 @@ func (a *Agent) drain(ctx context.Context) {
 	a.metrics.journalDepth.Set(float64(left))
 }
 
-func (a *Agent) replay(ctx context.Context, name string, rec *journal.Record) bool {
+func (a *drainer) replay(ctx context.Context, name string, rec *journal.Record) bool {
 	if rec.Attempts == 0 {
 		a.metrics.decisions.WithLabelValues("journaled", "journal").Inc()
 	}
@@ -93,8 +104,8 @@ func (a *Agent) replay(ctx context.Context, name string, rec *journal.Record) bo
 		slog.Error("journaled DEL not replayed yet; the address stays allocated", "step", step, "record", name, "attempts", rec.Attempts, "err", err)
 		return false
 	}
-	dctx, cancel := context.WithTimeout(ctx, a.config.Get().ReserveTimeout)
-	resp, err := a.decide(dctx, &rec.Request)
+	dctx, cancel := context.WithTimeout(ctx, a.timeout())
+	resp, err := a.decider.Decide(dctx, &rec.Request)
 	cancel()
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "journal").Inc()

@@ -49,9 +49,17 @@ func listenSocket(path string) (net.Listener, error) {
 	return l, nil
 }
 
-func (a *Agent) serveSocket(ctx context.Context, l net.Listener) error {
+// server answers capo-ipam on the node's unix socket.
+type server struct {
+	decider Decider
+	cluster Cluster
+	timeout func() time.Duration // for one decision
+	metrics *metrics
+}
+
+func (a *server) serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
-		Handler: a.socketHandler(),
+		Handler: a.handler(),
 		// A slow or stuck client must not hold a connection for long.
 		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       5 * time.Second,
@@ -71,7 +79,7 @@ func (a *Agent) serveSocket(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-func (a *Agent) socketHandler() http.Handler {
+func (a *server) handler() http.Handler {
 	sem := make(chan struct{}, maxInFlight)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+wire.ReservePath, func(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +96,7 @@ func (a *Agent) socketHandler() http.Handler {
 	return mux
 }
 
-func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
+func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	var req wire.ReserveRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	if err := dec.Decode(&req); err != nil {
@@ -99,9 +107,9 @@ func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request lacks containerID or network")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.config.Get().ReserveTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), a.timeout())
 	defer cancel()
-	resp, err := a.decide(ctx, &req)
+	resp, err := a.decider.Decide(ctx, &req)
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "socket").Inc()
 		slog.Error("teardown not decided; capo-ipam will journal it", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "container", req.ContainerID, "err", err)
@@ -115,7 +123,7 @@ func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
 
 // handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
 // cannot find is an error: capo-ipam then asks the API server itself.
-func (a *Agent) handleAnnotations(w http.ResponseWriter, r *http.Request) {
+func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	var req wire.AnnotationsRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "request is not a valid annotations request: "+err.Error())

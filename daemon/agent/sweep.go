@@ -28,13 +28,28 @@ import (
 // holds them already, and then removes the record. It also clears records
 // whose DEL never came.
 
+// sweeper finds teardowns that went around capo-ipam.
+type sweeper struct {
+	node     string
+	cluster  Cluster
+	ipam     IPAM
+	journal  journal.Dir
+	decider  Decider
+	timeout  func() time.Duration // for one decision
+	interval time.Duration        // of the periodic pass over gone pods' records
+	// pause spaces the handle reads; grace lets a DEL in flight remove its
+	// own record.
+	pause, grace time.Duration
+	metrics      *metrics
+}
+
 // sweepAddrs checks the ADD records. With all false, records of pods that
 // still run on this node with the same UID are skipped, so a periodic pass
 // reads Calico's handles only for pods that are gone.
-func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
+func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
 	recs, err := a.journal.AddrRecords()
 	if err != nil {
-		slog.Error("reading ADD records", "dir", a.opts.StateDir, "err", err)
+		slog.Error("reading ADD records", "dir", a.journal.Root, "err", err)
 		return
 	}
 	held := map[string]bool{} // journaled DELs keep their addresses allocated on purpose
@@ -52,7 +67,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 		}
 		// Live DELs share the datastore client's rate limit: the sweep
 		// takes a small part of it.
-		if !sleep(ctx, a.sweepPause) {
+		if !sleep(ctx, a.pause) {
 			return
 		}
 		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
@@ -70,7 +85,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 	}
 	// A DEL through capo-ipam removes the record just after the release:
 	// give any in flight the moment to finish before calling it bypassed.
-	if !sleep(ctx, a.sweepGrace) {
+	if !sleep(ctx, a.grace) {
 		return
 	}
 	for _, r := range released {
@@ -86,14 +101,14 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 
 // podRunsHere: the record's pod is on this node, the same incarnation, and
 // not finished.
-func (a *Agent) podRunsHere(ref wire.PodRef) bool {
+func (a *sweeper) podRunsHere(ref wire.PodRef) bool {
 	p := a.cluster.Pod(context.Background(), ref)
-	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.opts.NodeName &&
+	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.node &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // settle decides a record whose addresses were released behind capo's back.
-func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
+func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 	forget := func(outcome string) {
 		if err := a.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
 			slog.Warn("removing ADD record", "err", err)
@@ -111,8 +126,8 @@ func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
 		return
 	}
 	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free}
-	dctx, cancel := context.WithTimeout(ctx, a.config.Get().ReserveTimeout)
-	resp, err := a.decide(dctx, req)
+	dctx, cancel := context.WithTimeout(ctx, a.timeout())
+	resp, err := a.decider.Decide(dctx, req)
 	cancel()
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "sweep").Inc()
@@ -132,7 +147,7 @@ func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
 // that reuse has happened, and a reservation now would only carry the wrong
 // pod's name. An address that cannot be read is kept: reserving is the safe
 // error.
-func (a *Agent) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
+func (a *sweeper) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
 	var out []string
 	for _, s := range r.IPs {
 		ip := net.ParseIP(s)
@@ -155,9 +170,9 @@ func (a *Agent) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
 // sweepLoop sweeps everything once the agent starts (it may have been away
 // while DELs went by), after each CNI re-apply (the rewrite window), and
 // the gone pods' records every interval.
-func (a *Agent) sweepLoop(ctx context.Context, reapplied <-chan struct{}) {
+func (a *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
 	a.sweepAddrs(ctx, true)
-	t := time.NewTicker(a.opts.SweepInterval)
+	t := time.NewTicker(a.interval)
 	defer t.Stop()
 	for {
 		select {

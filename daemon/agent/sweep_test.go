@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
@@ -55,8 +54,7 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 				}
 			}
 			r := &fakeReserver{}
-			a := &Agent{opts: Options{NodeName: "n1"}, cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: tc.pod}, ipam: tc.ipam, reserve: r,
-				journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
+			a := testSweeper(&fakeCluster{node: optedIn, ns: enabledNS, pod: tc.pod}, tc.ipam, r, j)
 			a.sweepAddrs(context.Background(), false)
 			var got []string
 			for _, e := range r.got {
@@ -82,10 +80,15 @@ func TestPeriodicSweepSkipsRunningPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0"}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	a := &Agent{opts: Options{NodeName: "n1"}, cluster: &fakeCluster{node: &corev1.Node{}, pod: running}, ipam: &fakeIPAM{err: errors.New("must not be read")},
-		reserve: &fakeReserver{}, journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
+	a := testSweeper(&fakeCluster{node: &corev1.Node{}, pod: running}, &fakeIPAM{err: errors.New("must not be read")}, &fakeReserver{}, j)
 	a.sweepAddrs(context.Background(), false)
 	if j.Addrs("net", "c1", "eth0") == nil {
 		t.Fatal("a running pod's record was removed")
 	}
+}
+
+// testSweeper sweeps node n1's records without pauses.
+func testSweeper(c Cluster, ipam IPAM, r Reserver, j journal.Dir) *sweeper {
+	return &sweeper{node: "n1", cluster: c, ipam: ipam, journal: j, decider: testDecider(c, ipam, r, time.Now),
+		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics()}
 }
