@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -88,7 +89,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 	a.sweeper = &sweeper{node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics}
 	if opts.ManageCNI {
-		a.cni = &cniManager{node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied,
+		a.cni = &cniManager{node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied, journal: j,
 			trigger: make(chan struct{}, 1), opts: install.Options{
 				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts)}}
 	}
@@ -150,9 +151,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.sweeper.run(ctx, a.reapplied)
 	go a.countLoop(ctx)
 	if a.cni != nil {
+		r := newRemoval(a.kube, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+		go r.watch(ctx)
 		done := make(chan struct{})
 		go func() { a.cni.run(ctx); close(done) }()
-		defer func() { <-done; a.cni.onExit(podIdentity()) }()
+		defer func() { <-done; a.cni.onExit(r) }()
 	}
 	a.ready.Store(true)
 	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)

@@ -193,3 +193,9 @@ func (d Dir) ForgetAddrs(network, containerID, ifName string) error {
 	}
 	return nil
 }
+
+// RemoveAddrRecords removes every ADD record: capo is leaving the node and
+// nothing will read them again.
+func (d Dir) RemoveAddrRecords() error {
+	return os.RemoveAll(d.addrsDir())
+}
