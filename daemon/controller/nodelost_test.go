@@ -8,10 +8,11 @@ import (
 
 func TestRememberedLostPodsWindow(t *testing.T) {
 	now := time.Unix(1010, 0) // the takeover
-	c := &Controller{opts: Options{LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}
+	// The window: lease 15 s + renew deadline 10 s + 5 retries of 2 s = 35 s.
+	c := &Controller{opts: Options{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}
 	at := func(sec int64, pod string) lostPod { return lostPod{seen: time.Unix(sec, 0), pod: pod} }
-	c.remember(at(900, "old")) // pruned by the next remember: 21 s window
-	c.remember(at(985, "before-window"))
+	c.remember(at(900, "old")) // pruned by the next remember
+	c.remember(at(970, "before-window"))
 	c.remember(at(995, "in-window"))
 	c.remember(at(999, "just-now"))
 	if len(c.missed) != 3 {

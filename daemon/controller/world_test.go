@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -44,12 +45,13 @@ func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
 		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "big", Image: "x"}}},
 		Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}, PodIP: "10.0.0.1"},
 	}
-	o, _ := trimPod(p)
+	agents, _ := labels.Parse(DefaultAgentSelector)
+	o, _ := trimPod(agents)(p)
 	got := o.(*corev1.Pod)
 	if len(got.Spec.Containers) != 0 || len(got.ManagedFields) != 0 {
 		t.Fatal("trimPod kept what it should drop")
 	}
-	es := nodeLostEntries(got, time.Unix(100, 0))
+	es := podEntries(got, podIPs(got), reserve.ReasonNodeLost, time.Unix(100, 0))
 	if len(es) != 2 || es[0].Node != "n1" || es[0].OwnerName != "zk" || es[0].PodUID != "u" || es[0].Reason != reserve.ReasonNodeLost || got.DeletionTimestamp == nil {
 		t.Fatalf("entries from the trimmed pod: %+v", es)
 	}
@@ -57,3 +59,19 @@ func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
 
 // A replica that does not lead remembers lost pods for as long as a dead
 // leader's last renewal can be behind a takeover, and hands them over once.
+
+// An agent pod keeps its readiness through the trim; other pods keep none.
+func TestTrimPodKeepsAgentReadiness(t *testing.T) {
+	agents, _ := labels.Parse(DefaultAgentSelector)
+	status := corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue, Message: "long text"}}}
+	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": "capo", "app.kubernetes.io/component": "agent"}}, Status: status}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Status: status}
+	a, _ := trimPod(agents)(agent)
+	o, _ := trimPod(agents)(other)
+	if !podReady(a.(*corev1.Pod)) || len(a.(*corev1.Pod).Status.Conditions) != 1 || a.(*corev1.Pod).Status.Conditions[0].Message != "" {
+		t.Fatalf("agent pod: %+v", a.(*corev1.Pod).Status.Conditions)
+	}
+	if len(o.(*corev1.Pod).Status.Conditions) != 0 {
+		t.Fatalf("other pod kept conditions: %+v", o.(*corev1.Pod).Status.Conditions)
+	}
+}
