@@ -84,8 +84,8 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 		now:       time.Now,
 	}
 	j := journal.Dir{Root: opts.StateDir}
-	a.server = &server{decider: dec, cluster: a.cluster, timeout: timeout, metrics: a.metrics}
-	a.drainer = &drainer{journal: j, decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics}
+	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	a.sweeper = &sweeper{node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics}
 	if opts.ManageCNI {

@@ -55,6 +55,10 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 	start := a.now()
 	pod := a.cluster.Pod(ctx, req.Pod)
 	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(a.cluster.Namespace(req.Pod.Namespace)), selection.Of(pod), a.selectors())
+	if pod == nil && req.AtAdd != nil && d.Verdict == selection.Selected {
+		// The pod is gone and forgotten, but capo knew it when it started.
+		d = atAddDecision(req.AtAdd)
+	}
 	switch d.Verdict {
 	case selection.NodeNotOptedIn:
 		return &wire.ReserveResponse{Outcome: wire.NodeNotOptedIn, Rule: d.Rule}, nil
@@ -110,4 +114,14 @@ func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Tim
 	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC()}
 	e.SetPod(pod)
 	return e
+}
+
+// atAddDecision turns the decision capo-ipam recorded at ADD into this
+// DEL's: "reserve to be safe" is kept for pods nothing is known about.
+func atAddDecision(at *wire.Decision) selection.Decision {
+	rule := "decided when the pod started (its object is gone): " + at.Rule
+	if at.Selected {
+		return selection.Decision{Verdict: selection.Selected, Rule: rule}
+	}
+	return selection.Decision{Verdict: selection.NotSelected, Rule: rule}
 }

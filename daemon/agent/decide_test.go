@@ -39,7 +39,7 @@ func (f *fakeIPAM) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[s
 	if h, ok := f.holders[ip.String()]; ok {
 		return nil, &h, nil
 	}
-	return nil, nil, errors.New("not assigned")
+	return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: ip.String()}
 }
 
 type fakeReserver struct {
@@ -80,6 +80,10 @@ func TestDecide(t *testing.T) {
 		{name: "handle gone: nothing to reserve", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}}, req: req(), want: wire.NothingToReserve},
 		{name: "handle unreadable: no answer", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: errors.New("connection refused")}, req: req(), wantErr: "reading Calico handle"},
 		{name: "unknown pod reserved", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: req("10.0.0.2"), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
+		{name: "unknown pod, not selected when it started", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), false), want: wire.NotSelected},
+		{name: "unknown pod, selected when it started", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
+		{name: "known pod: its labels now win over the ADD's decision", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: withAtAdd(req("10.0.0.4"), false), want: wire.Reserved, reserved: []string{"10.0.0.4"}},
+		{name: "node opted out since: the ADD's decision does not matter", cluster: &fakeCluster{node: &corev1.Node{}, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.NodeNotOptedIn},
 		{name: "write fails: no answer", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, resErr: errors.New("conflict storm"), req: req("10.0.0.3"), wantErr: "conflict storm"},
 		{name: "garbage recorded address", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("not-an-ip"), wantErr: "not an IP"},
 	}
@@ -122,4 +126,9 @@ func testDecider(c Cluster, ipam IPAM, r Reserver, now func() time.Time) *decide
 	cfg := config.Default()
 	return &decider{cluster: c, ipam: ipam, reserve: r, selectors: func() []selection.Selector { return cfg.Selectors },
 		observe: func(time.Duration) {}, now: now}
+}
+
+func withAtAdd(r *wire.ReserveRequest, selected bool) *wire.ReserveRequest {
+	r.AtAdd = &wire.Decision{Selected: selected, Rule: "recorded at ADD"}
+	return r
 }

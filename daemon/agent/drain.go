@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/plugin"
 )
@@ -51,6 +52,7 @@ func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
 // answer.
 type drainer struct {
 	journal  journal.Dir
+	ipam     calicoipam.Reader
 	decider  Decider
 	release  Releaser
 	timeout  func() time.Duration // for one decision
@@ -105,7 +107,12 @@ func (a *drainer) replay(ctx context.Context, name string, rec *journal.Record) 
 		return false
 	}
 	dctx, cancel := context.WithTimeout(ctx, a.timeout())
-	resp, err := a.decider.Decide(dctx, &rec.Request)
+	req := rec.Request
+	if len(req.RecordedIPs) > 0 {
+		// Long enough away, and Calico's GC may have freed and reused them.
+		req.RecordedIPs = notReused(dctx, a.ipam, req.Handle(), req.Pod, req.RecordedIPs)
+	}
+	resp, err := a.decider.Decide(dctx, &req)
 	cancel()
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "journal").Inc()

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -51,10 +54,11 @@ func listenSocket(path string) (net.Listener, error) {
 
 // server answers capo-ipam on the node's unix socket.
 type server struct {
-	decider Decider
-	cluster Cluster
-	timeout func() time.Duration // for one decision
-	metrics *metrics
+	decider   Decider
+	cluster   Cluster
+	selectors func() []selection.Selector
+	timeout   func() time.Duration // for one decision
+	metrics   *metrics
 }
 
 func (a *server) serve(ctx context.Context, l net.Listener) error {
@@ -138,7 +142,18 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations)})
+	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations),
+		Decision: atAdd(ns, pod, a.selectors())})
+}
+
+// atAdd is the decision for the pod as it starts, on its own and its
+// namespace's labels and annotations alone: capo-ipam keeps it in the ADD
+// record for a DEL that comes when the pod is gone and forgotten. Whether
+// the node is opted in is the DEL's to judge, then.
+func atAdd(ns *corev1.Namespace, pod *corev1.Pod, selectors []selection.Selector) *wire.Decision {
+	optedIn := &selection.Object{Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}
+	d := selection.Decide(optedIn, selection.Of(ns), selection.Of(pod), selectors)
+	return &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
 }
 
 // calicoOnly keeps the annotations the calico plugin reads for IPAM.

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/journal"
@@ -116,16 +114,18 @@ func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 		}
 		slog.Debug("ADD record settled", "handle", r.Handle(), "outcome", outcome)
 	}
-	if r.Pod.Name == "" || a.cluster.Pod(ctx, r.Pod) == nil {
-		forget("pod unknown") // nothing to decide on, and a guess would hold an address for nobody
+	if r.Pod.Name == "" {
+		forget("not a pod's") // nothing the DEL would have decided on
 		return
 	}
-	free := a.stillFree(ctx, r)
+	free := notReused(ctx, a.ipam, r.Handle(), r.Pod, r.IPs)
 	if len(free) == 0 {
 		forget("reused")
 		return
 	}
-	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free}
+	// Decided as its DEL would have been: on the pod if known, else on what
+	// capo knew when it started, else reserved to be safe.
+	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free, AtAdd: r.AtAdd}
 	dctx, cancel := context.WithTimeout(ctx, a.timeout())
 	resp, err := a.decider.Decide(dctx, req)
 	cancel()
@@ -141,30 +141,6 @@ func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 			"pod", r.Pod.Namespace+"/"+r.Pod.Name, "ips", resp.IPs, "rule", resp.Rule)
 	}
 	forget(string(resp.Outcome))
-}
-
-// stillFree drops the addresses Calico has since given to another sandbox:
-// that reuse has happened, and a reservation now would only carry the wrong
-// pod's name. An address that cannot be read is kept: reserving is the safe
-// error.
-func (a *sweeper) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
-	var out []string
-	for _, s := range r.IPs {
-		ip := net.ParseIP(s)
-		if ip == nil {
-			continue
-		}
-		_, handle, err := a.ipam.GetAssignmentAttributes(ctx, cnet.IP{IP: ip})
-		if err != nil {
-			slog.Debug("address not assigned, or unreadable: kept", "ip", s, "err", err)
-		}
-		if err == nil && handle != nil && *handle != r.Handle() {
-			slog.Warn("a teardown went around capo-ipam and its address is already reused", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "ip", s, "now", *handle)
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // sweepLoop sweeps everything once the agent starts (it may have been away

@@ -29,14 +29,17 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 		pod       *corev1.Pod
 		ipam      *fakeIPAM
 		journaled bool
-		reserved  string // addresses reserved, comma-separated
+		atAdd     *wire.Decision // in the ADD record
+		reserved  string         // addresses reserved, comma-separated
 		kept      bool   // the record stays
 		bypassed  float64
 	}{
 		{name: "handle still allocated: DEL not come yet", pod: broker, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.1")}}, kept: true},
 		{name: "released behind capo's back: reserved", pod: broker, ipam: &fakeIPAM{err: gone}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
 		{name: "one address already reused", pod: broker, ipam: &fakeIPAM{err: gone, holders: map[string]string{"10.0.0.1": "k8s-pod-network.other"}}, reserved: "fd00::1", bypassed: 1},
-		{name: "pod unknown: record cleared, nothing held", ipam: &fakeIPAM{err: gone}},
+		{name: "pod unknown, nothing known at ADD: reserved to be safe, as the DEL would", ipam: &fakeIPAM{err: gone}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
+		{name: "pod unknown, selected at ADD: reserved", ipam: &fakeIPAM{err: gone}, atAdd: &wire.Decision{Selected: true, Rule: "r"}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
+		{name: "pod unknown, not selected at ADD: record cleared, nothing held", ipam: &fakeIPAM{err: gone}, atAdd: &wire.Decision{Rule: "r"}},
 		{name: "journaled DEL keeps its address on purpose", pod: broker, ipam: &fakeIPAM{err: gone}, journaled: true, kept: true},
 		{name: "handle unreadable: next sweep", pod: broker, ipam: &fakeIPAM{err: errors.New("connection refused")}, kept: true},
 	}
@@ -44,7 +47,7 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j := journal.Dir{Root: t.TempDir()}
 			rec := &journal.AddrRecord{Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0",
-				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}}
+				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}, AtAdd: tc.atAdd}
 			if err := j.RecordAddrs(rec); err != nil {
 				t.Fatal(err)
 			}
