@@ -31,7 +31,7 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 		journaled bool
 		atAdd     *wire.Decision // in the ADD record
 		reserved  string         // addresses reserved, comma-separated
-		kept      bool   // the record stays
+		kept      bool           // the record stays
 		bypassed  float64
 	}{
 		{name: "handle still allocated: DEL not come yet", pod: broker, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.1")}}, kept: true},

@@ -45,8 +45,8 @@ func (s *memStore) Reserve(_ context.Context, node string, es []reserve.Entry) (
 	return res, nil
 }
 func (s *memStore) Release(context.Context, string, []string) ([]string, error) { return nil, nil }
-func (s *memStore) List(context.Context) ([]reserve.Entry, error)                { return nil, nil }
-func (s *memStore) ListNode(context.Context, string) ([]reserve.Entry, error)    { return nil, nil }
+func (s *memStore) List(context.Context) ([]reserve.Entry, error)               { return nil, nil }
+func (s *memStore) ListNode(context.Context, string) ([]reserve.Entry, error)   { return nil, nil }
 
 func (s *memStore) get(ip string) (reserve.Entry, bool) {
 	s.mu.Lock()
