@@ -41,6 +41,9 @@ type Env struct {
 	Kube      kubernetes.Interface
 	Dir       string
 	Agent     *Agent // the node's capo-agent, unless EnvOptions.NoAgent
+	// BinDir is the node's CNI bin dir: calico and calico-ipam of the env's
+	// Calico release, and capo-ipam.
+	BinDir string
 
 	logOnce sync.Once
 	log     *os.File
@@ -56,6 +59,9 @@ type EnvOptions struct {
 	// DualStack adds an IPv6 pool (a /120) and has the chain assign both
 	// families (assign_ipv6: "true").
 	DualStack bool
+	// CalicoRelease picks the calico and calico-ipam binaries (one of
+	// CalicoReleases); the default is the pinned release.
+	CalicoRelease string
 }
 
 // NewEnv makes a fresh node, pool and namespace; t.Cleanup tears down every
@@ -75,6 +81,10 @@ func (b *Bed) NewEnv(t testing.TB, ds Datastore, opts EnvOptions) *Env {
 	e := &Env{
 		T: t, Bed: b, DS: ds, ID: fmt.Sprintf("r%de%d", b.region, n),
 		Calico: b.calico[ds], Kube: b.Kube,
+	}
+	var err error
+	if e.BinDir, err = b.CalicoBinDir(opts.CalicoRelease); err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
 	e.Node = "node-" + e.ID
 	e.Namespace = "ns-" + e.ID
