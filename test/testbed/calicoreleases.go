@@ -46,7 +46,7 @@ func (b *Bed) toolBinary(module, pkg, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cache, module+"-"+key, name)
+	out := filepath.Join(cache, "tools-"+module+"-"+key, name)
 	if err := buildCached(dir, pkg, out, b.logf); err != nil {
 		return "", err
 	}

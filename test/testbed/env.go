@@ -127,7 +127,10 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 	}
 	if e.DS == Etcd {
 		// On etcd, Calico keeps its own Node; on Kubernetes it reads the Node above.
-		if _, err := e.Calico.Nodes().Create(ctx, &libapiv3.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels}}, options.SetOptions{}); err != nil {
+		// calico-node ties it to the Kubernetes node, as kube-controllers' IPAM GC needs.
+		cn := &libapiv3.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels},
+			Spec: libapiv3.NodeSpec{OrchRefs: []libapiv3.OrchRef{{Orchestrator: "k8s", NodeName: e.Node}}}}
+		if _, err := e.Calico.Nodes().Create(ctx, cn, options.SetOptions{}); err != nil {
 			return fmt.Errorf("calico node: %w", err)
 		}
 	}
