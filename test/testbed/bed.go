@@ -74,6 +74,10 @@ func Main(m *testing.M, out **Bed) int {
 		fmt.Println("testbed: -short given, skipping end-to-end tests")
 		return 0
 	}
+	if os.Geteuid() != 0 {
+		fmt.Println("testbed: not root, skipping end-to-end tests (they create network namespaces and run Calico's CNI; run as root)")
+		return 0
+	}
 	// libcalico-go logs every call at info through logrus; keep test output for tests.
 	logrus.SetLevel(logrus.WarnLevel)
 	b, err := Start(context.Background(), func(f string, a ...any) { log.Printf(f, a...) })
