@@ -24,7 +24,11 @@ import (
 
 func main() {
 	os.Exit(daemon.Main("capo-agent", parseFlags, func(ctx context.Context, opts agent.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
-		return agent.New(opts, kube, calico).Run(ctx)
+		meta, err := kubeclient.Metadata("capo-agent", 50)
+		if err != nil {
+			return err
+		}
+		return agent.New(opts, kube, meta, calico).Run(ctx)
 	}))
 }
 

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
@@ -49,6 +50,7 @@ type Options struct {
 type Agent struct {
 	opts    Options
 	kube    kubernetes.Interface
+	meta    metadata.Interface
 	store   reserve.Store
 	config  *config.Holder
 	metrics *metrics
@@ -63,18 +65,19 @@ type Agent struct {
 	ready     atomic.Bool
 }
 
-// New builds an agent on real clients.
-func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Agent {
+// New builds an agent on real clients; meta reads objects' metadata only.
+func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calico clientv3.Interface) *Agent {
 	a := &Agent{
 		opts:      opts,
 		kube:      kube,
+		meta:      meta,
 		store:     reserve.NewCalicoStore(calico, reserve.DefaultLimits),
 		config:    config.NewHolder(config.Default()),
 		metrics:   newMetrics(),
 		reapplied: make(chan struct{}, 1),
 	}
 	cfg := a.config.Get
-	a.cluster = newInformerCluster(kube, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
+	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
 	timeout := func() time.Duration { return cfg().ReserveTimeout }
 	dec := &decider{
@@ -100,7 +103,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 }
 
 // nodeChanged follows the opt-in: the gauge, and the CNI chain.
-func (a *Agent) nodeChanged(n *corev1.Node) {
+func (a *Agent) nodeChanged(n *metav1.PartialObjectMetadata) {
 	in := 0.0
 	if selection.NodeOptedIn(selection.Of(n)) {
 		in = 1
@@ -151,7 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.sweeper.run(ctx, a.reapplied)
 	go a.countLoop(ctx)
 	if a.cni != nil {
-		r := newRemoval(a.kube, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+		r := newRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
 		go r.watch(ctx)
 		done := make(chan struct{})
 		go func() { a.cni.run(ctx); close(done) }()

@@ -10,9 +10,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
@@ -20,10 +23,11 @@ import (
 )
 
 // Cluster is the part of the cluster a decision reads: this node, a
-// namespace, a pod.
+// namespace, a pod. Node and namespace are metadata only, and every object
+// is trimmed to what capo reads (trim.go).
 type Cluster interface {
-	Node() *corev1.Node
-	Namespace(name string) *corev1.Namespace
+	Node() *metav1.PartialObjectMetadata
+	Namespace(name string) *metav1.PartialObjectMetadata
 	Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod
 }
 
@@ -43,9 +47,9 @@ type informerCluster struct {
 }
 
 // onNodeChange calls f with this node whenever it changes.
-func (f *informerCluster) onNodeChange(fn func(*corev1.Node)) {
+func (f *informerCluster) onNodeChange(fn func(*metav1.PartialObjectMetadata)) {
 	call := func(obj any) {
-		if n, ok := obj.(*corev1.Node); ok {
+		if n, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			fn(n)
 		}
 	}
@@ -63,20 +67,33 @@ type tombstone struct {
 
 var _ Cluster = (*informerCluster)(nil)
 
-func newInformerCluster(kube kubernetes.Interface, nodeName string, memory func() time.Duration, now func() time.Time) *informerCluster {
+// newInformerCluster builds the informers: pods through the typed client
+// (the agent reads a few spec and status fields), namespaces and this node
+// through the metadata client, so their specs and statuses (a node's
+// images, conditions and addresses) never reach the agent.
+func newInformerCluster(kube kubernetes.Interface, meta metadata.Interface, nodeName string, memory func() time.Duration, now func() time.Time) *informerCluster {
 	f := &informerCluster{kube: kube, nodeName: nodeName, memory: memory, now: now, deleted: map[types.UID]tombstone{}}
-	onNode := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	onNode := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
 	}))
-	thisNode := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	}))
-	all := informers.NewSharedInformerFactory(kube, 0)
 	f.pods = onNode.Core().V1().Pods().Informer()
-	f.nodes = thisNode.Core().V1().Nodes().Informer()
-	f.namespaces = all.Core().V1().Namespaces().Informer()
+	f.nodes = metaInformer(meta, corev1.SchemeGroupVersion.WithResource("nodes"), "", fields.OneTermEqualSelector("metadata.name", nodeName), trimNode)
+	f.namespaces = metaInformer(meta, corev1.SchemeGroupVersion.WithResource("namespaces"), "", nil, trimNamespace)
 	_, _ = f.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: f.remember})
 	return f
+}
+
+// metaInformer follows the metadata of a resource, in namespace ("" for
+// all or cluster-scoped), of the objects sel selects (nil: all).
+func metaInformer(meta metadata.Interface, gvr schema.GroupVersionResource, namespace string, sel fields.Selector, trim cache.TransformFunc) cache.SharedIndexInformer {
+	tweak := func(o *metav1.ListOptions) {
+		if sel != nil {
+			o.FieldSelector = sel.String()
+		}
+	}
+	inf := metadatainformer.NewFilteredMetadataInformer(meta, gvr, namespace, 0, cache.Indexers{}, tweak).Informer()
+	_ = inf.SetTransform(trim) // fails only once the informer runs
+	return inf
 }
 
 // run starts the informers and reports when their caches are synced.
@@ -118,12 +135,12 @@ func (f *informerCluster) expire(ctx context.Context) {
 	}
 }
 
-func (f *informerCluster) Node() *corev1.Node {
-	return kubeclient.Cached[corev1.Node](f.nodes, f.nodeName)
+func (f *informerCluster) Node() *metav1.PartialObjectMetadata {
+	return kubeclient.Cached[metav1.PartialObjectMetadata](f.nodes, f.nodeName)
 }
 
-func (f *informerCluster) Namespace(name string) *corev1.Namespace {
-	return kubeclient.Cached[corev1.Namespace](f.namespaces, name)
+func (f *informerCluster) Namespace(name string) *metav1.PartialObjectMetadata {
+	return kubeclient.Cached[metav1.PartialObjectMetadata](f.namespaces, name)
 }
 
 // Pod finds the pod the sandbox belonged to: the live object if its UID

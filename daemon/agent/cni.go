@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/install"
@@ -20,7 +20,7 @@ import (
 // whenever it starts, so the directories are watched and the edit is
 // re-applied at once; a periodic check covers a missed event.
 type cniManager struct {
-	node    func() *corev1.Node // this node as last seen
+	node    func() *metav1.PartialObjectMetadata // this node as last seen
 	kube    kubernetes.Interface
 	opts    install.Options
 	resync  time.Duration

@@ -19,14 +19,14 @@ import (
 )
 
 type fakeCluster struct {
-	node *corev1.Node
-	ns   *corev1.Namespace
+	node *metav1.PartialObjectMetadata
+	ns   *metav1.PartialObjectMetadata
 	pod  *corev1.Pod
 }
 
-func (f *fakeCluster) Node() *corev1.Node                           { return f.node }
-func (f *fakeCluster) Namespace(string) *corev1.Namespace           { return f.ns }
-func (f *fakeCluster) Pod(context.Context, wire.PodRef) *corev1.Pod { return f.pod }
+func (f *fakeCluster) Node() *metav1.PartialObjectMetadata            { return f.node }
+func (f *fakeCluster) Namespace(string) *metav1.PartialObjectMetadata { return f.ns }
+func (f *fakeCluster) Pod(context.Context, wire.PodRef) *corev1.Pod   { return f.pod }
 
 type fakeIPAM struct {
 	ips     []cnet.IP
@@ -54,8 +54,8 @@ func (f *fakeReserver) Reserve(_ context.Context, es []reserve.Entry) (*reserve.
 
 func TestDecide(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
-	enabledNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	enabledNS := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
 	yes := true
 	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "pod-uid",
 		Labels:          map[string]string{"brokerId": "0"},
@@ -74,7 +74,7 @@ func TestDecide(t *testing.T) {
 		wantErr  string
 		reserved []string
 	}{
-		{name: "node not opted in", cluster: &fakeCluster{node: &corev1.Node{}, ns: enabledNS, pod: broker}, req: req("10.0.0.1"), want: wire.NodeNotOptedIn},
+		{name: "node not opted in", cluster: &fakeCluster{node: &metav1.PartialObjectMetadata{}, ns: enabledNS, pod: broker}, req: req("10.0.0.1"), want: wire.NodeNotOptedIn},
 		{name: "recorded addresses reserved", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("10.0.0.1", "fd00::1"), want: wire.Reserved, reserved: []string{"10.0.0.1", "fd00::1"}},
 		{name: "handle read when nothing recorded", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.7")}}, req: req(), want: wire.Reserved, reserved: []string{"10.0.0.7"}},
 		{name: "handle gone: nothing to reserve", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}}, req: req(), want: wire.NothingToReserve},
@@ -83,7 +83,7 @@ func TestDecide(t *testing.T) {
 		{name: "unknown pod, not selected when it started", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), false), want: wire.NotSelected},
 		{name: "unknown pod, selected when it started", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
 		{name: "known pod: its labels now win over the ADD's decision", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: withAtAdd(req("10.0.0.4"), false), want: wire.Reserved, reserved: []string{"10.0.0.4"}},
-		{name: "node opted out since: the ADD's decision does not matter", cluster: &fakeCluster{node: &corev1.Node{}, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.NodeNotOptedIn},
+		{name: "node opted out since: the ADD's decision does not matter", cluster: &fakeCluster{node: &metav1.PartialObjectMetadata{}, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.NodeNotOptedIn},
 		{name: "write fails: no answer", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, resErr: errors.New("conflict storm"), req: req("10.0.0.3"), wantErr: "conflict storm"},
 		{name: "odd spellings reserved as one", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("FD00:0::1", "::ffff:10.0.0.9"), want: wire.Reserved, reserved: []string{"fd00::1", "10.0.0.9"}},
 		{name: "garbage recorded address", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("not-an-ip"), wantErr: "not an IP"},

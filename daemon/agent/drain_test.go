@@ -22,7 +22,7 @@ func (f *fakeReleaser) Release(context.Context, *journal.Record) error { f.relea
 // release; but an address Calico has meanwhile given to another pod is not
 // reserved under the old pod's name.
 func TestReplayNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
-	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "redis-3", Namespace: "db", Annotations: map[string]string{selection.PodAnnotation: selection.Enabled}}}
 	j := journal.Dir{Root: t.TempDir()}
 	req := wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: "redis-3"},

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -67,7 +68,7 @@ func (w *fixedAddressWarner) watch(f *informerCluster) {
 		AddFunc:    w.check,
 		UpdateFunc: func(_, obj any) { w.check(obj) },
 	})
-	f.onNodeChange(func(*corev1.Node) {
+	f.onNodeChange(func(*metav1.PartialObjectMetadata) {
 		for _, o := range f.pods.GetStore().List() {
 			w.check(o)
 		}

@@ -10,8 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
@@ -26,15 +26,16 @@ import (
 // refusal at exit is itself a sign that capo's objects are going.
 type removal struct {
 	kube     kubernetes.Interface
-	ns, name string // this pod
+	meta     metadata.Interface // the DaemonSet's own: its spec and status are never read
+	ns, name string             // this pod
 
 	mu    sync.Mutex
 	owner *metav1.OwnerReference // the DaemonSet running this pod; nil until known
 	gone  string                 // why the DaemonSet is known to be going; "" while it stands
 }
 
-func newRemoval(kube kubernetes.Interface, ns, name string) *removal {
-	return &removal{kube: kube, ns: ns, name: name}
+func newRemoval(kube kubernetes.Interface, meta metadata.Interface, ns, name string) *removal {
+	return &removal{kube: kube, meta: meta, ns: ns, name: name}
 }
 
 // watch learns this pod's DaemonSet, then follows it until ctx ends.
@@ -54,14 +55,11 @@ func (r *removal) watch(ctx context.Context) {
 	if owner == nil {
 		return
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(r.kube, 0, informers.WithNamespace(r.ns), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", owner.Name).String()
-	}))
-	inf := f.Apps().V1().DaemonSets().Informer()
+	inf := metaInformer(r.meta, appsv1.SchemeGroupVersion.WithResource("daemonsets"), r.ns, fields.OneTermEqualSelector("metadata.name", owner.Name), trimIdentity)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) { r.observe(obj) },
 		DeleteFunc: func(obj any) {
-			if ds, ok := kubeclient.Deleted[appsv1.DaemonSet](obj); ok && ds.UID == owner.UID {
+			if ds, ok := kubeclient.Deleted[metav1.PartialObjectMetadata](obj); ok && ds.UID == owner.UID {
 				r.markGone("its DaemonSet was deleted")
 			}
 		},
@@ -88,7 +86,7 @@ func (r *removal) resolveOwner(ctx context.Context) error {
 }
 
 func (r *removal) observe(obj any) {
-	ds, ok := obj.(*appsv1.DaemonSet)
+	ds, ok := obj.(*metav1.PartialObjectMetadata)
 	owner := r.getOwner()
 	if !ok || owner == nil {
 		return

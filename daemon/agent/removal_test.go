@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -25,13 +26,26 @@ func agentPodAndSet() (*corev1.Pod, *appsv1.DaemonSet) {
 	return pod, ds
 }
 
+// metaOf is a metadata client holding the DaemonSet, as the agent's
+// watch sees it.
+func metaOf(ds *appsv1.DaemonSet) *metadatafake.FakeMetadataClient {
+	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"}, ObjectMeta: ds.ObjectMeta}
+	return metadatafake.NewSimpleMetadataClient(metaScheme(), m)
+}
+
+func metaScheme() *runtime.Scheme {
+	s := metadatafake.NewTestScheme()
+	_ = metav1.AddMetaToScheme(s)
+	return s
+}
+
 // The agent learns its DaemonSet's deletion from its watch, so a later
 // refusal of every request (kubectl delete -f took the RBAC first) does not
 // hide it.
 func TestRemovalSeenByTheWatchSurvivesLostRBAC(t *testing.T) {
 	pod, ds := agentPodAndSet()
-	kube := fake.NewClientset(pod, ds)
-	r := newRemoval(kube, pod.Namespace, pod.Name)
+	kube, meta := fake.NewClientset(pod, ds), metaOf(ds)
+	r := newRemoval(kube, meta, pod.Namespace, pod.Name)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.watch(ctx)
@@ -40,6 +54,9 @@ func TestRemovalSeenByTheWatchSurvivesLostRBAC(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the watch is open
 	if err := kube.AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Resource(appsv1.SchemeGroupVersion.WithResource("daemonsets")).Namespace(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// From now on the API refuses with "not found"-free errors we must not rely on.
@@ -75,7 +92,7 @@ func TestRemovalAtExitFromOneLiveRead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod, ds := agentPodAndSet()
 			kube := fake.NewClientset(pod, ds)
-			r := newRemoval(kube, pod.Namespace, pod.Name)
+			r := newRemoval(kube, metaOf(ds), pod.Namespace, pod.Name)
 			if err := r.resolveOwner(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +109,7 @@ func TestRemovalAtExitFromOneLiveRead(t *testing.T) {
 func TestRemovalNeverForAgentsOutsideADaemonSet(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "debug"}})
 	for _, name := range []string{"", "debug"} {
-		r := newRemoval(kube, "ns", name)
+		r := newRemoval(kube, metadatafake.NewSimpleMetadataClient(metaScheme()), "ns", name)
 		if going, why := r.removing(context.Background()); going {
 			t.Fatalf("pod %q: removing says %q", name, why)
 		}

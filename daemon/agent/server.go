@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
@@ -150,7 +151,7 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 // namespace's labels and annotations alone: capo-ipam keeps it in the ADD
 // record for a DEL that comes when the pod is gone and forgotten. Whether
 // the node is opted in is the DEL's to judge, then.
-func atAdd(ns *corev1.Namespace, pod *corev1.Pod, selectors []selection.Selector) *wire.Decision {
+func atAdd(ns *metav1.PartialObjectMetadata, pod *corev1.Pod, selectors []selection.Selector) *wire.Decision {
 	optedIn := &selection.Object{Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}
 	d := selection.Decide(optedIn, selection.Of(ns), selection.Of(pod), selectors)
 	return &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}

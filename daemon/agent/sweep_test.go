@@ -19,8 +19,8 @@ import (
 )
 
 func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
-	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
-	enabledNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	enabledNS := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
 	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0", Labels: map[string]string{"brokerId": "0"}},
 		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}}
 	gone := cerrors.ErrorResourceDoesNotExist{}
@@ -83,7 +83,7 @@ func TestPeriodicSweepSkipsRunningPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0"}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	a := testSweeper(&fakeCluster{node: &corev1.Node{}, pod: running}, &fakeIPAM{err: errors.New("must not be read")}, &fakeReserver{}, j)
+	a := testSweeper(&fakeCluster{node: &metav1.PartialObjectMetadata{}, pod: running}, &fakeIPAM{err: errors.New("must not be read")}, &fakeReserver{}, j)
 	a.sweepAddrs(context.Background(), false)
 	if j.Addrs("net", "c1", "eth0") == nil {
 		t.Fatal("a running pod's record was removed")

@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/capo-net/capo/pkg/selection"
+)
+
+// The agent's caches keep only what it reads. A pod as the API server
+// sends it is mostly spec, status and managed fields; a node carries its
+// images and conditions; neither is read here. What is read:
+//
+//	pod        name, namespace, UID, labels (any selector may name any
+//	           label), capo's and Calico's annotations, owner references,
+//	           node name, phase, deletion
+//	namespace  Capo's label; Calico's annotations (served to capo-ipam)
+//	node       capo's opt-in label and annotation
+const (
+	capoPrefix   = "capo.io/"
+	calicoPrefix = "cni.projectcalico.org/"
+)
+
+// trimPod is the pods informer's transform.
+func trimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a DeletedFinalStateUnknown: its object was trimmed when cached
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, Annotations: keepAnnotations(p.Annotations, capoPrefix, calicoPrefix),
+			OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}, nil
+}
+
+// trimNamespace is the namespaces informer's transform.
+func trimNamespace(obj any) (any, error) {
+	return trimMeta(obj, func(k string) bool { return k == selection.NamespaceLabel }, calicoPrefix)
+}
+
+// trimIdentity keeps an object's identity and deletion only.
+func trimIdentity(obj any) (any, error) {
+	return trimMeta(obj, func(string) bool { return false })
+}
+
+// trimNode is this node's informer's transform.
+func trimNode(obj any) (any, error) {
+	return trimMeta(obj, func(k string) bool { return k == selection.NodeOptInLabel }, capoPrefix)
+}
+
+var _ = []cache.TransformFunc{trimPod, trimNamespace, trimNode, trimIdentity}
+
+// trimMeta keeps an object's identity, the labels keep accepts and the
+// annotations under prefixes.
+func trimMeta(obj any, keep func(label string) bool, prefixes ...string) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	var labels map[string]string
+	for k, v := range m.Labels {
+		if keep(k) {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+		}
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: m.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			Labels: labels, Annotations: keepAnnotations(m.Annotations, prefixes...), DeletionTimestamp: m.DeletionTimestamp},
+	}, nil
+}
+
+// keepAnnotations is the annotations under prefixes; nil when none are.
+func keepAnnotations(m map[string]string, prefixes ...string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				if out == nil {
+					out = make(map[string]string, 2)
+				}
+				out[k] = v
+				break
+			}
+		}
+	}
+	return out
+}
