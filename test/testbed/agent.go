@@ -113,6 +113,17 @@ func (a *Agent) Kill() {
 	a.Stop()
 }
 
+// RSSBytes is the process's resident memory now; PeakRSSBytes its
+// high-water mark since it started.
+func (a *Agent) RSSBytes() int64     { return rss(a.proc.cmd.Process.Pid) }
+func (a *Agent) PeakRSSBytes() int64 { return peakRSS(a.proc.cmd.Process.Pid) }
+
+// Binary is the executable's path.
+func (a *Agent) Binary() string { return a.env.Bed.Bin.CapoAgent }
+
+// Pid is the process's id.
+func (a *Agent) Pid() int { return a.proc.cmd.Process.Pid }
+
 // Log is what the process has logged so far.
 func (a *Agent) Log() string {
 	b, _ := os.ReadFile(a.logFile)

@@ -67,9 +67,6 @@ func (c *Controller) Kill() {
 // Leading reports whether the replica says it holds the lease.
 func (c *Controller) Leading() bool { return c.Metric("capo_controller_is_leader") == 1 }
 
-// RSSBytes is the replica's resident memory.
-func (c *Controller) RSSBytes() int64 { return rss(c.proc.cmd.Process.Pid) }
-
 // ClearReservations deletes every capo reservation in the env's datastore,
 // for tests whose rules count all of them (max count).
 func (e *Env) ClearReservations() {

@@ -8,12 +8,17 @@ import (
 )
 
 // rss reads a process's resident set size from /proc.
-func rss(pid int) int64 {
+func rss(pid int) int64 { return statusBytes(pid, "VmRSS:") }
+
+// peakRSS reads a process's resident high-water mark from /proc.
+func peakRSS(pid int) int64 { return statusBytes(pid, "VmHWM:") }
+
+func statusBytes(pid int, key string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return -1
 	}
-	if kb := statusKiB(string(b), "VmRSS:"); kb >= 0 {
+	if kb := statusKiB(string(b), key); kb >= 0 {
 		return kb << 10
 	}
 	return -1
