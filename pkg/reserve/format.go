@@ -31,10 +31,15 @@ const (
 	fieldsV2    = 11
 )
 
-// record is an entry in v2 text. Zero times are empty fields.
+// record is an entry in v2 text. Zero times are empty fields; Seen is
+// seconds after ReservedAt when both are set (a few digits, not ten).
 func record(e Entry) string {
+	seen := unixText(e.Seen)
+	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
+		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
+	}
 	return strings.Join([]string{e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
-		unixText(e.ReservedAt), unixText(e.Seen), e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep)
+		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep)
 }
 
 func unixText(t time.Time) string {
@@ -73,9 +78,15 @@ func parseRecord(version, s string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("record %q: %w", s, err)
 	}
-	seen, err := parseUnix(f[7])
+	seen, err := parseUnix(strings.TrimPrefix(f[7], "+"))
 	if err != nil {
 		return Entry{}, fmt.Errorf("record %q: %w", s, err)
+	}
+	if strings.HasPrefix(f[7], "+") {
+		if at.IsZero() {
+			return Entry{}, fmt.Errorf("record %q: Seen relative to no time", s)
+		}
+		seen = at.Add(time.Duration(seen.Unix()) * time.Second)
 	}
 	return Entry{IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
 		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10]}, nil

@@ -25,7 +25,7 @@ func bucketWith(es ...Entry) *Contents {
 func TestObjectRoundTrip(t *testing.T) {
 	in := []Entry{
 		{IP: "10.0.0.9", Node: "node-a", Namespace: "kafka", Pod: "broker-1", PodUID: "u1", Reason: ReasonCNIDel, ReservedAt: at, Seen: at.Add(time.Second), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "o1"},
-		{IP: "10.0.0.10", Node: "node-b", Reason: ReasonNodeLost, ReservedAt: at},
+		{IP: "10.0.0.10", Node: "node-b", Reason: ReasonNodeLost, ReservedAt: at, Seen: at.Add(-2 * time.Minute)}, // the agent's clock ahead
 		{IP: "fd00::1", Node: "node-a", Namespace: "redis", Pod: "r-0", Reason: ReasonCNIDel, ReservedAt: at},
 		{IP: "10.1.0.0/24"}, // added by hand: no node, no metadata
 	}
@@ -121,7 +121,7 @@ func TestDecodeCIDRsWinAndCompareAsValues(t *testing.T) {
 }
 
 func TestUnreadableObjectsAreNeverRewritten(t *testing.T) {
-	for _, bad := range []string{"v3;x", "v1;10.0.0.1|n", "v2;10.0.0.1|n|ns|p|u|r|notanumber||||", "z1:!!!",
+	for _, bad := range []string{"v3;x", "v1;10.0.0.1|n", "v2;10.0.0.1|n|ns|p|u|r|notanumber||||", "v2;10.0.0.1|n|ns|p|u|r||+5|||", "z1:!!!",
 		"z2:" + base64.StdEncoding.EncodeToString([]byte("not deflate"))} {
 		o := Object{Name: BucketName(2, 0), Annotations: map[string]string{MetadataAnnotation: bad, "other": "x"}, CIDRs: []string{"10.0.0.1/32", "FD00::1/128"}}
 		c := Decode(o)

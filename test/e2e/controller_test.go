@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -40,7 +41,7 @@ func held(env *testbed.Env, ip string) bool {
 
 func seed(t *testing.T, env *testbed.Env, es ...reserve.Entry) {
 	t.Helper()
-	if _, err := reserve.NewCalicoStore(env.Calico, reserve.DefaultLimits).Reserve(context.Background(), env.Node, es); err != nil {
+	if _, err := calicostore.New(env.Calico, reserve.DefaultLimits).Reserve(context.Background(), env.Node, es); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -51,6 +51,7 @@ type Store struct {
 	objs      Objects
 	limits    reserve.Limits
 	conflicts atomic.Int64
+	writes    atomic.Int64
 
 	// snapshot holds the objects the last List read, kept current with
 	// this store's own writes: Release, Stamp and Tidy, which follow a
@@ -69,6 +70,9 @@ func NewOn(objs Objects, l reserve.Limits) *Store { return &Store{objs: objs, li
 // Conflicts counts the compare-and-swap conflicts this store retried:
 // another writer changed an object between its read and its write.
 func (s *Store) Conflicts() int64 { return s.conflicts.Load() }
+
+// Writes counts the objects this store created or updated.
+func (s *Store) Writes() int64 { return s.writes.Load() }
 
 // loaded is an object as read, decoded.
 type loaded struct {
@@ -115,6 +119,7 @@ func (s *Store) put(ctx context.Context, c *reserve.Contents, prev *apiv3.IPRese
 	if err != nil {
 		return nil, fmt.Errorf("writing reservation object %s: %w", o.Name, err)
 	}
+	s.writes.Add(1)
 	s.remember(out)
 	return decode(out), nil
 }
@@ -156,13 +161,16 @@ func retriable(err error) bool {
 		errors.As(err, new(cerrors.ErrorResourceDoesNotExist))
 }
 
-const maxAttempts = 20
+// maxAttempts bounds the retries of one write: with the backoff below,
+// about five seconds of losing every race. The caller's deadline usually
+// ends it first.
+const maxAttempts = 100
 
 // backoff counts a conflict and waits a little, with jitter so racing
 // writers spread out.
 func (s *Store) backoff(ctx context.Context, attempt int) error {
 	s.conflicts.Add(1)
-	t := time.NewTimer(time.Duration(5+rand.IntN(10*(attempt+1))) * time.Millisecond)
+	t := time.NewTimer(time.Duration(5+rand.IntN(10*min(attempt+1, 10))) * time.Millisecond)
 	defer t.Stop()
 	select {
 	case <-t.C:
