@@ -42,6 +42,8 @@ func (c *Controller) pass(ctx context.Context) error {
 	released, err := c.apply(ctx, plan)
 	c.gauges(entries, released, cfg.IPReserveMaxCount)
 	c.countLostNodes()
+	c.watchAway()
+	c.pruneDeletedNodes()
 	if err != nil {
 		return err
 	}
