@@ -90,25 +90,25 @@ func TestOneNodesBatchIsOneWrite(t *testing.T) {
 	}
 }
 
-// However many nodes hold reservations, the objects are at most one per
+// However many nodes (here 300) hold reservations, the objects are at most one per
 // bucket while each bucket fits in one object, and none once all is released.
 func TestObjectsAreBoundedByBuckets(t *testing.T) {
 	s := reservetest.NewStore(reserve.DefaultLimits)
 	var all []reserve.Ref
-	for n := range 1000 {
+	for n := range 300 {
 		node := fmt.Sprintf("node-%d", n)
 		ip := fmt.Sprintf("10.%d.%d.1", n/250, n%250)
 		mustReserve(t, s, node, ip)
 		all = append(all, reserve.Ref{Node: node, IP: ip})
 	}
 	if n := len(s.Objects.Names()); n > reserve.Buckets {
-		t.Fatalf("%d objects for 1000 nodes; want at most %d", n, reserve.Buckets)
+		t.Fatalf("%d objects for 300 nodes; want at most %d", n, reserve.Buckets)
 	}
 	l, err := s.List(ctx)
-	if err != nil || len(l.Entries) != 1000 {
+	if err != nil || len(l.Entries) != 300 {
 		t.Fatalf("listed %d, %v", len(l.Entries), err)
 	}
-	if rel, err := s.Release(ctx, all); err != nil || len(rel) != 1000 {
+	if rel, err := s.Release(ctx, all); err != nil || len(rel) != 300 {
 		t.Fatalf("released %d, %v", len(rel), err)
 	}
 	if names := s.Objects.Names(); len(names) != 0 {
