@@ -29,7 +29,7 @@ func TestMigrationFromThePerNodeLayout(t *testing.T) {
 		ctx := context.Background()
 		env := bed.NewEnv(t, ds, testbed.EnvOptions{NoAgent: true})
 		env.SetConfig(configWith("ipReserveTime: 1h\nipReserveMaxCount: 1000\n"))
-		old := &oldAgent{c: newCalicoClient(t, ds), node: env.Node, first: time.Now().Add(-10 * time.Minute).Truncate(time.Second)}
+		old := &oldAgent{c: newCalicoClient(t, ds), node: env.Node, namespace: env.Namespace, first: time.Now().Add(-10 * time.Minute).Truncate(time.Second)}
 		for i := range 3 {
 			if err := old.reserve(ctx, fmt.Sprintf("10.248.0.%d", i+1)); err != nil {
 				t.Fatal(err)
@@ -89,10 +89,10 @@ var errRetiredForOldAgent = errors.New("annotation in an unknown format")
 // oldAgent writes as the agents of the per-node layout did: the node's
 // object capo-<node>, read, added to, compare-and-swapped, in their format.
 type oldAgent struct {
-	c     clientv3.Interface
-	node  string
-	first time.Time
-	wrote []string
+	c               clientv3.Interface
+	node, namespace string
+	first           time.Time
+	wrote           []string
 }
 
 func (a *oldAgent) reserve(ctx context.Context, ip string) error {
@@ -112,8 +112,9 @@ func (a *oldAgent) reserve(ctx context.Context, ip string) error {
 			return errRetiredForOldAgent
 		}
 		c := reserve.Decode(reserve.Object{Name: name, Labels: res.Labels, Annotations: res.Annotations, CIDRs: res.Spec.ReservedCIDRs})
-		c.Entries[ip] = reserve.Entry{IP: ip, Node: a.node, Namespace: "ns", Pod: "old-" + ip, PodUID: "u-" + ip, Reason: reserve.ReasonCNIDel,
-			ReservedAt: a.first, OwnerKind: "StatefulSet", OwnerName: "old", OwnerUID: "o"}
+		// Owned by a kind the controller does not judge: only the TTL (1h) could end it.
+		c.Entries[ip] = reserve.Entry{IP: ip, Node: a.node, Namespace: a.namespace, Pod: "old-" + ip, PodUID: "u-" + ip, Reason: reserve.ReasonCNIDel,
+			ReservedAt: a.first, OwnerKind: "Job", OwnerName: "old", OwnerUID: "o"}
 		o := c.Object()
 		res.Annotations, res.Spec.ReservedCIDRs = o.Annotations, o.CIDRs
 		if res.ResourceVersion == "" {

@@ -55,12 +55,5 @@ func (s *Store) unlistIfGone(ctx context.Context, n, i int) error {
 	if l, err := s.get(ctx, reserve.BucketName(n, i)); err != nil || l != nil {
 		return err
 	}
-	head, err := s.edit(ctx, reserve.BucketName(n, 0), nil, func(c *reserve.Contents) bool {
-		unlisted := !c.Retired && c.Unlist(i)
-		return s.retireIfEmpty(c) || unlisted
-	})
-	if err != nil {
-		return err
-	}
-	return s.finish(ctx, head)
+	return s.unlist(ctx, n, i)
 }

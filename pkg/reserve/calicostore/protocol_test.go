@@ -158,3 +158,22 @@ func TestConcurrentWritersAndReleaser(t *testing.T) {
 		}
 	})
 }
+
+// The controller deletes an emptied overflow object and, before it takes
+// it off the head's list, an agent makes it again (the head still lists
+// it): the new object must stay listed, or reads of the bucket miss it.
+func TestUnlistingNeverStrandsAnObjectMadeAgain(t *testing.T) {
+	small := reserve.Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20}
+	controller := reservetest.NewStore(small)
+	agent := controller.Clone(small)
+	mustReserve(t, agent, "n1", "10.0.0.1", "10.0.0.2") // 10.0.0.2 alone in overflow 1
+	head := reserve.BucketName(reserve.BucketOf("n1"), 0)
+	once(controller.Objects, "update", head, func() { mustReserve(t, agent, "n1", "10.0.0.9") })
+	if _, err := controller.Release(ctx, []reserve.Ref{{Node: "n1", IP: "10.0.0.2"}}); err != nil {
+		t.Fatal(err)
+	}
+	controller.Objects.Before = nil
+	if got := nodeIPs(t, agent, "n1"); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.9"}) {
+		t.Fatalf("a read of n1 finds %v: 10.0.0.9 is in an object its head does not list", got)
+	}
+}

@@ -105,14 +105,28 @@ func (s *Store) finish(ctx context.Context, l *loaded) error {
 	if gone, err := s.remove(ctx, l); err != nil || !gone || l.c.Legacy() || l.c.Index == 0 {
 		return err
 	}
-	head, err := s.edit(ctx, reserve.BucketName(l.c.Bucket, 0), nil, func(c *reserve.Contents) bool {
-		unlisted := !c.Retired && c.Unlist(l.c.Index)
+	return s.unlist(ctx, l.c.Bucket, l.c.Index)
+}
+
+// unlist takes overflow object i off bucket n's list, then looks whether a
+// writer has made it again meanwhile and lists it back if so. The writer
+// does the converse (creates, then looks at the list), so whichever comes
+// second sees the other: the object never stays unlisted.
+func (s *Store) unlist(ctx context.Context, n, i int) error {
+	head, err := s.edit(ctx, reserve.BucketName(n, 0), nil, func(c *reserve.Contents) bool {
+		unlisted := !c.Retired && c.Unlist(i)
 		return s.retireIfEmpty(c) || unlisted
 	})
+	if err == nil {
+		err = s.finish(ctx, head)
+	}
 	if err != nil {
 		return err
 	}
-	return s.finish(ctx, head)
+	if again, err := s.get(ctx, reserve.BucketName(n, i)); err != nil || again == nil {
+		return err
+	}
+	return s.relist(ctx, n, []int{i})
 }
 
 // edit applies change to the object as it is now and writes it if change
