@@ -20,23 +20,24 @@ func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
 		return nil, fmt.Errorf("listing reservation objects: %w", err)
 	}
 	snap := map[string]*apiv3.IPReservation{}
+	decoded := map[string]*loaded{}
 	var objs []*reserve.Contents
 	for i := range list.Items {
 		res := &list.Items[i]
 		if res.Labels[reserve.ManagedByLabel] != reserve.ManagedBy {
 			continue
 		}
-		snap[res.Name] = res
-		objs = append(objs, decode(res).c)
+		snap[res.Name], decoded[res.Name] = res, decode(res)
+		objs = append(objs, decoded[res.Name].c)
 	}
 	s.mu.Lock()
-	s.snapshot = snap
+	s.snapshot, s.decoded = snap, decoded
 	s.mu.Unlock()
 	return reserve.Collect(objs), nil
 }
 
 // objects are the snapshot's objects, decoded, by name; a List first if
-// this store has none.
+// this store has none. They are shared: read them, decode afresh to change.
 func (s *Store) objects(ctx context.Context) ([]*loaded, error) {
 	s.mu.Lock()
 	listed := s.snapshot != nil
@@ -49,8 +50,11 @@ func (s *Store) objects(ctx context.Context) ([]*loaded, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*loaded, 0, len(s.snapshot))
-	for _, res := range s.snapshot {
-		out = append(out, decode(res))
+	for name, res := range s.snapshot {
+		if d := s.decoded[name]; d == nil || d.res != res { // written since the List
+			s.decoded[name] = decode(res)
+		}
+		out = append(out, s.decoded[name])
 	}
 	slices.SortFunc(out, func(a, b *loaded) int { return strings.Compare(a.res.Name, b.res.Name) })
 	return out, nil

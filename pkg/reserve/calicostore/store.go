@@ -59,6 +59,7 @@ type Store struct {
 	// stale one only costs a conflict and a fresh read.
 	mu       sync.Mutex
 	snapshot map[string]*apiv3.IPReservation // nil until a List
+	decoded  map[string]*loaded              // the snapshot's objects decoded, read-only
 }
 
 // New keeps reservations through c (from clientv3.New) within l.

@@ -83,6 +83,7 @@ func (s *Store) migrate(ctx context.Context, n int, objs []*loaded) (moved, dele
 		}
 		var again []*loaded
 		for _, l := range objs {
+			l = decode(l.res) // the snapshot's are shared
 			l.c.Retired = true
 			out, err := s.put(ctx, l.c, l.res)
 			switch {
