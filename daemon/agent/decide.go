@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"net/netip"
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
@@ -89,12 +89,15 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 // holds. A missing handle means nothing is allocated any more.
 func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]string, error) {
 	if len(req.RecordedIPs) > 0 {
-		for _, ip := range req.RecordedIPs {
-			if net.ParseIP(ip) == nil {
-				return nil, fmt.Errorf("recorded address %q is not an IP", ip)
+		out := make([]string, 0, len(req.RecordedIPs))
+		for _, s := range req.RecordedIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("recorded address %q is not an IP", s)
 			}
+			out = append(out, ip.Unmap().String()) // one spelling per address, whatever was sent
 		}
-		return req.RecordedIPs, nil
+		return out, nil
 	}
 	got, err := a.ipam.IPsByHandle(ctx, req.Handle())
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {

@@ -85,6 +85,7 @@ func TestDecide(t *testing.T) {
 		{name: "known pod: its labels now win over the ADD's decision", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: withAtAdd(req("10.0.0.4"), false), want: wire.Reserved, reserved: []string{"10.0.0.4"}},
 		{name: "node opted out since: the ADD's decision does not matter", cluster: &fakeCluster{node: &corev1.Node{}, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.NodeNotOptedIn},
 		{name: "write fails: no answer", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, resErr: errors.New("conflict storm"), req: req("10.0.0.3"), wantErr: "conflict storm"},
+		{name: "odd spellings reserved as one", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("FD00:0::1", "::ffff:10.0.0.9"), want: wire.Reserved, reserved: []string{"fd00::1", "10.0.0.9"}},
 		{name: "garbage recorded address", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("not-an-ip"), wantErr: "not an IP"},
 	}
 	for _, tc := range cases {

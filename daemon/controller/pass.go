@@ -125,7 +125,9 @@ func (c *Controller) countLostNodes() {
 	c.metrics.lostNodes.Set(float64(n))
 }
 
-// manualRequests turns the nodes' release annotations into addresses.
+// manualRequests turns the nodes' release annotations into reservations (an
+// address of that node). A request that matches nothing is said on the node
+// (an Event), not dropped in silence: the operator may have mistyped.
 func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, []string) {
 	manual := map[reserve.Ref]bool{}
 	var nodes []string
@@ -136,15 +138,24 @@ func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bo
 			continue
 		}
 		nodes = append(nodes, n.Name)
+		matched := 0
 		for _, e := range entries {
 			if e.Node == n.Name && matchesManual(v, e) {
 				manual[e.Ref()] = true
+				matched++
 			}
+		}
+		if matched == 0 {
+			c.recorder.Eventf(n, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s=%q matches no address capo holds for this node; see kubectl capo list --node %s", ReleaseAnnotation, v, n.Name)
+			slog.Warn("a release by hand matched nothing", "node", n.Name, "request", v)
 		}
 	}
 	return manual, nodes
 }
 
+// matchesManual: "all", "pod=<namespace>/<name>", or addresses (any
+// spelling: fd00:0::1, FD00::1 and fd00::1/128 are one address; a wider
+// CIDR held as added by hand is named by itself).
 func matchesManual(v string, e reserve.Entry) bool {
 	v = strings.TrimSpace(v)
 	switch {

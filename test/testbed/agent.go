@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,6 +103,14 @@ func (a *Agent) Stop() {
 			a.env.T.Logf("testbed: %v", err)
 		}
 	}
+}
+
+// Kill ends the agent with SIGKILL, mid-whatever; its pod is reported
+// NotReady, as the kubelet would once the probe fails.
+func (a *Agent) Kill() {
+	_ = syscall.Kill(-a.proc.cmd.Process.Pid, syscall.SIGKILL)
+	<-a.proc.done
+	a.Stop()
 }
 
 // Log is what the process has logged so far.

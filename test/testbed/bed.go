@@ -53,6 +53,8 @@ type Bed struct {
 	Kube         kubernetes.Interface
 
 	calico map[Datastore]clientv3.Interface
+	extra  extraBuilds
+	logf   func(string, ...any)
 	sp     *spawner
 	procs  []*proc
 	seq    atomic.Int64
@@ -108,7 +110,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}}
+	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}, logf: logf}
 	var err2 error
 	if b.region, b.lock, err2 = claimRegion(); err2 != nil {
 		return nil, err2
