@@ -35,7 +35,7 @@ func BenchmarkReserveStorm(b *testing.B) {
 					clearReservations(b, env)
 					c0, w0 := totals(agents)
 					b.StartTimer()
-					took = append(took, storm(b, agents, 20, i)...)
+					took = append(took, reserveStorm(b, agents, 20, i)...)
 					c1, w1 := totals(agents)
 					conflicts, writes = conflicts+c1-c0, writes+w1-w0
 				}
@@ -92,9 +92,9 @@ func totals(agents []*stormAgent) (conflicts, writes int64) {
 	return conflicts, writes
 }
 
-// storm tears down perNode pods on every agent's node at random moments
+// reserveStorm tears down perNode pods on every agent's node at random moments
 // within a second and returns how long each reservation took.
-func storm(b *testing.B, agents []*stormAgent, perNode, round int) []time.Duration {
+func reserveStorm(b *testing.B, agents []*stormAgent, perNode, round int) []time.Duration {
 	var mu sync.Mutex
 	var took []time.Duration
 	var wg sync.WaitGroup
