@@ -126,13 +126,13 @@ type holdState struct {
 }
 
 // timeADDs times calico-ipam's ADD b.N times in each state, in blocks of
-// ten, rotating through the states so that drift on a shared machine
+// five, rotating through the states so that drift on a shared machine
 // falls on all of them alike.
 func timeADDs(b *testing.B, env *testbed.Env, states []*holdState) {
 	ctx := context.Background()
 	netconf := env.IPAMNetConf(testbed.PlainCalico)
 	sb := env.NewSandbox(env.CreatePod("bench-0"), nil)
-	const block = 10
+	const block = 5
 	b.ResetTimer()
 	for done := 0; done < b.N; done += block {
 		for k := range states {
