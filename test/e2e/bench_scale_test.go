@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ import (
 // own baseline in the same run:
 //
 //	300/buckets        300 held over 300 nodes, as the store lays them out
+//	300/bare           the same objects without capo's metadata
+//	300/one-object     the same entries in one object: what 16 objects cost
 //	300/per-node       the same in the per-node layout: 300 objects
 //	10k/buckets        10 000 held over 1 000 nodes whose objects have held
 //	                   and released reservations before
@@ -34,8 +37,11 @@ func BenchmarkADDAtScale(b *testing.B) {
 	for _, ds := range testbed.Datastores {
 		b.Run(string(ds)+"/300", func(b *testing.B) {
 			env := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24, NoAgent: true})
+			buckets := inMemory(b, reserve.DefaultLimits, 300, 1)
 			timeAgainstNone(b, env, []*holdState{
-				{name: "buckets", setup: recreate(b, env.Calico, inMemory(b, reserve.DefaultLimits, 300, 1))},
+				{name: "buckets", setup: recreate(b, env.Calico, buckets)},
+				{name: "bare", setup: recreate(b, env.Calico, stripMetadata(buckets))},
+				{name: "one-object", setup: recreate(b, env.Calico, oneObject(buckets))},
 				{name: "per-node", setup: recreate(b, env.Calico, perNodeObjects(300, 1))},
 			})
 		})
@@ -144,6 +150,33 @@ func perNodeObjects(n, perNode int) []apiv3.IPReservation {
 		c := reserve.Decode(reserve.Object{Name: reserve.LegacyName(name, 0), CIDRs: cidrs, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: name},
 			Annotations: map[string]string{reserve.LegacyNodeKey: name, reserve.MetadataAnnotation: strings.Join(records, ";")}})
 		out = append(out, toReservation(c.Object()))
+	}
+	return out
+}
+
+// oneObject is the entries of objs in one bucket object.
+func oneObject(objs []apiv3.IPReservation) []apiv3.IPReservation { return regroup(objs, 1) }
+
+// regroup spreads the entries of objs over k objects, by node: what k
+// buckets would hold.
+func regroup(objs []apiv3.IPReservation, k int) []apiv3.IPReservation {
+	groups := make([]*reserve.Contents, k)
+	for i := range groups {
+		groups[i] = reserve.NewBucketObject(0, i)
+	}
+	for _, o := range objs {
+		c := reserve.Decode(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.Spec.ReservedCIDRs})
+		for ip, e := range c.Entries {
+			h := fnv.New32a()
+			h.Write([]byte(e.Node))
+			groups[h.Sum32()%uint32(k)].Entries[ip] = e
+		}
+	}
+	var out []apiv3.IPReservation
+	for _, g := range groups {
+		if len(g.Entries) > 0 {
+			out = append(out, toReservation(g.Object()))
+		}
 	}
 	return out
 }
