@@ -21,6 +21,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/version"
 )
 
@@ -46,7 +47,7 @@ Flags:
 type cli struct {
 	ctx       context.Context
 	kube      kubernetes.Interface
-	store     *reserve.CalicoStore
+	store     reserve.Store
 	capoNS    string
 	in        io.Reader
 	out, errw io.Writer
@@ -56,6 +57,14 @@ type cli struct {
 
 // Run runs one capoctl command line and returns its exit code.
 func Run(args []string, in io.Reader, out, errw io.Writer) int {
+	return run(args, in, out, errw, connect, time.Now())
+}
+
+// dialer reaches the Kubernetes API (for pods, nodes, the config) and the
+// reservations; tests give fakes.
+type dialer func() (kubernetes.Interface, reserve.Store, error)
+
+func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time.Time) int {
 	fs := flag.NewFlagSet("capoctl", flag.ContinueOnError)
 	fs.SetOutput(errw)
 	fs.Usage = func() { fmt.Fprintf(errw, usage, version.Version); fs.PrintDefaults() }
@@ -85,12 +94,12 @@ func Run(args []string, in io.Reader, out, errw io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	c, err := connect(*capoNS)
+	kube, store, err := dial()
 	if err != nil {
 		fmt.Fprintln(errw, "capoctl:", err)
 		return 1
 	}
-	c.in, c.out, c.errw = in, out, errw
+	c := &cli{ctx: context.Background(), kube: kube, store: store, capoNS: *capoNS, in: in, out: out, errw: errw, now: now}
 	switch cmd {
 	case "list":
 		err = c.list(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
@@ -113,23 +122,23 @@ func Run(args []string, in io.Reader, out, errw io.Writer) int {
 	return 0
 }
 
-// connect reaches the Kubernetes API (for pods, nodes, the config) and
-// Calico's datastore (for the reservations).
-func connect(capoNS string) (*cli, error) {
+// connect reaches the Kubernetes API and Calico's datastore as kubectl and
+// calicoctl would.
+func connect() (kubernetes.Interface, reserve.Store, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	rest, err := kcfg.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(rest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg := apiconfig.NewCalicoAPIConfig()
 	if os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) {
 		if cfg, err = apiconfig.LoadClientConfigFromEnvironment(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		cfg.Spec.DatastoreType = apiconfig.Kubernetes
@@ -138,9 +147,9 @@ func connect(capoNS string) (*cli, error) {
 	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {
-		return nil, fmt.Errorf("calico datastore: %w", err)
+		return nil, nil, fmt.Errorf("calico datastore: %w", err)
 	}
-	return &cli{ctx: context.Background(), kube: kube, store: reserve.NewCalicoStore(calico, reserve.DefaultLimits), capoNS: capoNS, now: time.Now()}, nil
+	return kube, calicostore.New(calico, reserve.DefaultLimits), nil
 }
 
 // kubeconfigPath is the file kubectl would use.

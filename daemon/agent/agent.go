@@ -20,6 +20,7 @@ import (
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -68,7 +69,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 	a := &Agent{
 		opts:      opts,
 		kube:      kube,
-		store:     reserve.NewCalicoStore(calico, reserve.DefaultLimits),
+		store:     calicostore.New(calico, reserve.DefaultLimits),
 		config:    config.NewHolder(config.Default()),
 		metrics:   newMetrics(),
 		reapplied: make(chan struct{}, 1),

@@ -63,7 +63,7 @@ func TestPlanRules(t *testing.T) {
 		{"replicaset's deployment gone", res("10.0.0.14", "kafka", "old-xyz-q", time.Minute, "ReplicaSet", "old-xyz", "rs-2"), nil, OwnerGone},
 		{"untracked owner kind never judged", res("10.0.0.15", "kafka", "job-q", time.Minute, "Job", "batch", "j-1"), nil, ""},
 		{"no owner", res("10.0.0.16", "kafka", "bare", time.Minute, "", "", ""), nil, ""},
-		{"manual wins over everything", res("10.0.0.17", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "sts-1"), func(w *World) { w.Manual = map[string]bool{"10.0.0.17": true} }, Manual},
+		{"manual wins over everything", res("10.0.0.17", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "sts-1"), func(w *World) { w.Manual = map[reserve.Ref]bool{{IP: "10.0.0.17"}: true} }, Manual},
 		{"pod name not of the set", res("10.0.0.18", "kafka", "other-9", time.Minute, "StatefulSet", "broker", "sts-1"), nil, ""},
 		{"no metadata (added by hand): TTL from the epoch", reserve.Entry{IP: "10.0.0.19"}, nil, TTL},
 	}
