@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -68,7 +69,7 @@ func (c *cli) rows(f filter) ([]row, error) {
 	for _, e := range listing.Entries {
 		if f.match(e) {
 			r := row{IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
-				ReservedAt: e.ReservedAt, ExpiresAt: e.ReservedAt.Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName}
+				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName}
 			if !e.Seen.IsZero() {
 				r.Seen = &e.Seen
 			}
