@@ -12,7 +12,9 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
 
-.PHONY: all build demo test lint unit e2e bench testbins manifests clean $(addprefix bin/,$(BINARIES))
+IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
+
+.PHONY: all build image demo test lint unit e2e bench testbins manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -33,6 +35,12 @@ bin/capo-install:
 bin/capoctl:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capoctl
 	cp $@ bin/kubectl-capo
+
+## image: capo's image for linux/amd64 and linux/arm64, built without a
+## container engine, as one archive for docker load, ctr images import,
+## kind load image-archive and crane push (see build/image).
+image:
+	$(GO) run ./build/cmd/capo-image -image $(IMAGE) -version $(VERSION) -o bin/capo-image.tar
 
 ## demo: capo's main job on the real chain, told step by step (root).
 demo:
