@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -70,13 +71,18 @@ func (c Capo) Build(ctx context.Context) (v1.ImageIndex, error) {
 	}
 	var imgs []v1.Image
 	for _, arch := range c.Arches {
+		dir := filepath.Join(c.WorkDir, arch)
+		var pkgs []string
+		for _, b := range Binaries {
+			pkgs = append(pkgs, b.Package)
+		}
+		// One go build for all: the links run in parallel.
+		if err := GoBuild(ctx, c.Root, strings.Join(pkgs, " "), dir+"/", arch, c.LDFlags()); err != nil {
+			return nil, err
+		}
 		var files []File
 		for _, b := range Binaries {
-			out := filepath.Join(c.WorkDir, arch, b.Name)
-			if err := GoBuild(ctx, c.Root, b.Package, out, arch, c.LDFlags()); err != nil {
-				return nil, err
-			}
-			files = append(files, File{Path: BinDir + "/" + b.Name, Mode: 0o755, Source: out})
+			files = append(files, File{Path: BinDir + "/" + b.Name, Mode: 0o755, Source: filepath.Join(dir, b.Name)})
 		}
 		bins, err := Layer(files)
 		if err != nil {
@@ -96,13 +102,16 @@ func (c Capo) LDFlags() string {
 	return "-s -w -X github.com/capo-net/capo/pkg/version.Version=" + c.Version
 }
 
-// GoBuild builds a static binary of pkg (relative to dir) for linux/arch.
-func GoBuild(ctx context.Context, dir, pkg, out, arch, ldflags string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
+// GoBuild builds static binaries of pkgs (space-separated, relative to dir)
+// for linux/arch; out is the binary, or a directory (ending in /) for
+// several, each named after its package.
+func GoBuild(ctx context.Context, dir, pkgs, out, arch, ldflags string) error {
+	args := append([]string{"build", "-trimpath", "-ldflags", ldflags, "-o", out}, strings.Fields(pkgs)...)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s for linux/%s: %w\n%s", pkg, arch, err, b)
+		return fmt.Errorf("go build %s for linux/%s: %w\n%s", pkgs, arch, err, b)
 	}
 	return nil
 }

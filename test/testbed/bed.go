@@ -54,6 +54,8 @@ type Bed struct {
 
 	calico map[Datastore]clientv3.Interface
 	sp     *spawner
+	opts   Options
+	pki    *pki
 	procs  []*proc
 	seq    atomic.Int64
 	envSeq atomic.Int64
@@ -96,6 +98,11 @@ func Main(m *testing.M, out **Bed) int {
 
 // Start builds what is missing and starts the servers.
 func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
+	return StartWith(ctx, logf, Options{})
+}
+
+// StartWith is Start with options (see Options).
+func StartWith(ctx context.Context, logf func(string, ...any), opts Options) (*Bed, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the end-to-end tests create network namespaces and must run as root")
 	}
@@ -108,7 +115,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}}
+	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}, opts: opts}
 	var err2 error
 	if b.region, b.lock, err2 = claimRegion(); err2 != nil {
 		return nil, err2
@@ -128,16 +135,17 @@ func (b *Bed) start(ctx context.Context, root string, logf func(string, ...any))
 	if err := b.installCNIBinaries(); err != nil {
 		return err
 	}
-	pk, err := writePKI(b.Dir)
+	pk, err := writePKI(b.Dir, b.opts.serverIPs())
 	if err != nil {
 		return err
 	}
+	b.pki = pk
 	etcd, etcdURL, err := startEtcd(b.sp, b.Bin.Etcd, b.Dir)
 	if err != nil {
 		return err
 	}
 	b.procs, b.EtcdURL = append(b.procs, etcd), etcdURL
-	api, apiURL, err := startAPIServer(b.sp, b.Bin.KubeAPIServer, b.Dir, etcdURL, pk)
+	api, apiURL, err := startAPIServer(b.sp, b.Bin.KubeAPIServer, b.Dir, etcdURL, pk, b.opts)
 	if err != nil {
 		return err
 	}

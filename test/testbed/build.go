@@ -95,6 +95,11 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 // buildCached builds pkg into out unless out exists; a file lock keeps
 // concurrent test binaries from building the same thing twice.
 func buildCached(dir, pkg, out string, logf func(string, ...any)) error {
+	return buildCachedFlags(dir, pkg, out, "", logf)
+}
+
+// buildCachedFlags is buildCached with -ldflags.
+func buildCachedFlags(dir, pkg, out, ldflags string, logf func(string, ...any)) error {
 	if _, err := os.Stat(out); err == nil {
 		return nil
 	}
@@ -116,15 +121,17 @@ func buildCached(dir, pkg, out string, logf func(string, ...any)) error {
 	logf("testbed: building %s (once; cached in %s)", pkg, filepath.Dir(out))
 	start := time.Now()
 	tmp := out + ".tmp"
-	if err := goBuild(dir, pkg, tmp); err != nil {
+	if err := goBuildFlags(dir, pkg, tmp, ldflags); err != nil {
 		return err
 	}
 	logf("testbed: built %s in %s", filepath.Base(out), time.Since(start).Round(time.Second))
 	return os.Rename(tmp, out)
 }
 
-func goBuild(dir, pkg, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+func goBuild(dir, pkg, out string) error { return goBuildFlags(dir, pkg, out, "") }
+
+func goBuildFlags(dir, pkg, out, ldflags string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+ldflags, "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -1,0 +1,9 @@
+package node
+
+import (
+	"testing"
+)
+
+func TestNodeUp(t *testing.T) {
+	t.Log(bed.NodeName)
+}
