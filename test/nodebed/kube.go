@@ -46,8 +46,13 @@ func (b *Bed) startControllerManager() error {
 // a window open (say, between an agent pod's death and its replacement).
 func (b *Bed) StopControllerManager() { b.controllerManager.Stop() }
 
-// StartControllerManager starts it again.
-func (b *Bed) StartControllerManager() error { return b.startControllerManager() }
+// StartControllerManager starts it again; a no-op while it runs.
+func (b *Bed) StartControllerManager() error {
+	if b.controllerManager != nil && !b.controllerManager.Exited() {
+		return nil
+	}
+	return b.startControllerManager()
+}
 
 func (b *Bed) startScheduler() error {
 	p, err := b.Spawn("kube-scheduler", b.logPath("kube-scheduler"), b.Node.Scheduler,
