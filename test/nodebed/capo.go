@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +72,18 @@ func (b *Bed) AgentPod(ctx context.Context) (*corev1.Pod, error) {
 		}
 	}
 	return nil, fmt.Errorf("no running capo-agent pod in %s (%d pods)", Namespace, len(pods.Items))
+}
+
+// AgentMetrics is the node's agent's /metrics (it serves on the host
+// network, on the chart's metrics port).
+func AgentMetrics() (string, error) {
+	resp, err := http.Get("http://127.0.0.1:9467/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 // CNIState is the node's CNI as the runtime sees it.

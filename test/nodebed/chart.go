@@ -68,6 +68,24 @@ func (b *Bed) InstallChart(ctx context.Context, extra map[string]any) error {
 	return b.WaitCapoReady(ctx, CapoTags[0])
 }
 
+// UpgradeChart applies the chart with the image's tag changed, as `helm
+// upgrade --set image.tag=...` would, and waits until the agent and the
+// controllers run it.
+func (b *Bed) UpgradeChart(ctx context.Context, tag string) error {
+	out, err := deploy.Render(Release, Namespace, ChartValues(tag))
+	if err != nil {
+		return err
+	}
+	objs, err := sorted(out, releaseutil.InstallOrder)
+	if err != nil {
+		return err
+	}
+	if errs := b.Apply(ctx, objs, false); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return b.WaitCapoReady(ctx, tag)
+}
+
 // UninstallChart deletes the chart's objects in Helm's uninstall order, as
 // `helm uninstall` does, and waits until capo's pods are gone.
 func (b *Bed) UninstallChart(ctx context.Context) error {
