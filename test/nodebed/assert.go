@@ -32,6 +32,9 @@ func (b *Bed) OptIn(t testing.TB) {
 	})
 }
 
+// OptInOnly annotates the node and leaves it so.
+func (b *Bed) OptInOnly(t testing.TB) { b.annotateNode(t, selection.Enabled) }
+
 // OptOut removes the annotation.
 func (b *Bed) OptOut(t testing.TB) { b.annotateNode(t, "") }
 
