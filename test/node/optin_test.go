@@ -26,7 +26,7 @@ func TestOptInInstallsOptOutRestores(t *testing.T) {
 	ns := bed.Namespace(t, "optin", pool, true)
 	bed.OptIn(t)
 
-	fromImage, err := os.ReadFile(filepath.Join(bed.Dir, "images", "capo", runtime.GOARCH, "capo-ipam"))
+	fromImage, err := os.ReadFile(filepath.Join(bed.ImagesDir, "capo", runtime.GOARCH, "capo-ipam"))
 	if err != nil {
 		t.Fatal(err)
 	}

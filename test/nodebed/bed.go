@@ -36,6 +36,7 @@ type Bed struct {
 	NodeIP         net.IP
 	Calico         clientv3.Interface // the Kubernetes datastore
 	CalicoConflist []byte             // the conflist as Calico wrote it, before capo
+	ImagesDir      string             // the images' binaries (capo/<arch>/capo-ipam, ...)
 
 	root, kubeconfig                                  string
 	containerd, controllerManager, scheduler, kubelet *testbed.Process
@@ -43,6 +44,7 @@ type Bed struct {
 	kubeletPort, kubeletHealthz                       int
 	lock                                              *os.File
 	pools                                             int
+	images                                            *images
 }
 
 // Start brings the node up, ready for pods; the chart is not installed.
@@ -73,20 +75,28 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 		lock.Close()
 		return nil, err
 	}
-	tb, err := testbed.StartWith(ctx, logf, testbed.Options{Address: ip, ServiceAccounts: true})
+	imagesDir, err := os.MkdirTemp("", "capo-realnode-images-")
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	b := &Bed{Bed: tb, Node: nb, NodeName: NodeName, NodeIP: ip, Calico: tb.Calico(testbed.Kubernetes), root: root, lock: lock}
-	if err := b.start(ctx, logf); err != nil {
+	im := buildImages(ctx, root, imagesDir) // meanwhile the servers start
+	tb, err := testbed.StartWith(ctx, logf, testbed.Options{Address: ip, ServiceAccounts: true, NoCapoBinaries: true})
+	if err != nil {
+		<-im.done
+		os.RemoveAll(imagesDir)
+		lock.Close()
+		return nil, err
+	}
+	b := &Bed{Bed: tb, Node: nb, NodeName: NodeName, NodeIP: ip, Calico: tb.Calico(testbed.Kubernetes), root: root, lock: lock, ImagesDir: imagesDir, images: im}
+	if err := b.start(ctx, im, logf); err != nil {
 		b.Stop(logf)
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *Bed) start(ctx context.Context, logf func(string, ...any)) error {
+func (b *Bed) start(ctx context.Context, im *images, logf func(string, ...any)) error {
 	if err := takeOver(); err != nil {
 		return err
 	}
@@ -100,8 +110,7 @@ func (b *Bed) start(ctx context.Context, logf func(string, ...any)) error {
 	if err := b.startContainerd(); err != nil {
 		return err
 	}
-	logf("nodebed: building and importing the test images and capo's image")
-	if err := b.buildImages(ctx); err != nil {
+	if err := b.importImages(im); err != nil {
 		return err
 	}
 	if err := b.installCNI(); err != nil {
@@ -137,6 +146,10 @@ func (b *Bed) Stop(logf func(string, ...any)) {
 		logf("nodebed: cleaning up: %v", err)
 	}
 	b.Bed.Stop()
+	if b.images != nil {
+		<-b.images.done // its binaries are in ImagesDir
+	}
+	os.RemoveAll(b.ImagesDir)
 	if b.lock != nil {
 		b.lock.Close()
 		b.lock = nil

@@ -24,38 +24,59 @@ const (
 // one to the other is a rolling update with nothing else changed.
 var CapoTags = []string{"1", "2"}
 
-// buildImages builds the sleeper (the sandbox's pause process and the test
-// workload) and capo's image from this checkout, for this machine's
-// architecture, and imports them.
-func (b *Bed) buildImages(ctx context.Context) error {
-	dir := filepath.Join(b.Dir, "images")
+// images are the bed's images once built.
+type images struct {
+	sleeper, capo v1.ImageIndex
+	err           error
+	done          chan struct{}
+}
+
+// buildImages builds, in the background, the sleeper (the sandbox's pause
+// process and the test workload) and capo's image from this checkout, for
+// this machine's architecture, in dir. Their layers read the binaries in
+// dir when imported: dir must live until then.
+func buildImages(ctx context.Context, root, dir string) *images {
+	im := &images{done: make(chan struct{})}
+	go func() {
+		defer close(im.done)
+		im.sleeper, im.err = sleeperImage(ctx, root, dir)
+		if im.err == nil {
+			im.capo, im.err = image.Capo{Root: root, Version: CapoVersion, Arches: []string{runtime.GOARCH}, WorkDir: filepath.Join(dir, "capo")}.Build(ctx)
+		}
+	}()
+	return im
+}
+
+func sleeperImage(ctx context.Context, root, dir string) (v1.ImageIndex, error) {
 	sleeper := filepath.Join(dir, "sleeper")
-	if err := image.GoBuild(ctx, b.root, "./test/nodebed/sleeper", sleeper, runtime.GOARCH, "-s -w"); err != nil {
-		return err
+	if err := image.GoBuild(ctx, root, "./test/nodebed/sleeper", sleeper, runtime.GOARCH, "-s -w"); err != nil {
+		return nil, err
 	}
 	layer, err := image.Layer([]image.File{{Path: "/sleeper", Mode: 0o755, Source: sleeper}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	img, err := image.New(image.Platform(runtime.GOARCH), v1.Config{Entrypoint: []string{"/sleeper"}}, layer)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	idx, err := image.Index(img)
-	if err != nil {
-		return err
+	return image.Index(img)
+}
+
+// importImages waits for the images and imports them: the sleeper as the
+// pause and the workload image, capo's under each of CapoTags.
+func (b *Bed) importImages(im *images) error {
+	<-im.done
+	if im.err != nil {
+		return fmt.Errorf("building the bed's images: %w", im.err)
 	}
 	for _, ref := range []string{PauseImage, SleeperImage} {
-		if err := b.writeAndImport(filepath.Join(dir, "sleeper.tar"), ref, idx); err != nil {
+		if err := b.writeAndImport(filepath.Join(b.ImagesDir, "sleeper.tar"), ref, im.sleeper); err != nil {
 			return err
 		}
 	}
-	capo, err := image.Capo{Root: b.root, Version: CapoVersion, Arches: []string{runtime.GOARCH}, WorkDir: filepath.Join(dir, "capo")}.Build(ctx)
-	if err != nil {
-		return err
-	}
 	for _, tag := range CapoTags {
-		if err := b.writeAndImport(filepath.Join(dir, "capo.tar"), CapoRepository+":"+tag, capo); err != nil {
+		if err := b.writeAndImport(filepath.Join(b.ImagesDir, "capo.tar"), CapoRepository+":"+tag, im.capo); err != nil {
 			return err
 		}
 	}

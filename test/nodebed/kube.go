@@ -126,7 +126,7 @@ func cleanupProxy(bin string) error {
 }
 
 func removeKubeChains(tool string) error {
-	out, err := exec.Command(tool+"-save").Output()
+	out, err := exec.Command(tool + "-save").Output()
 	if err != nil {
 		return fmt.Errorf("%s-save: %w", tool, err)
 	}

@@ -129,7 +129,7 @@ func StartWith(ctx context.Context, logf func(string, ...any), opts Options) (*B
 
 func (b *Bed) start(ctx context.Context, root string, logf func(string, ...any)) error {
 	var err error
-	if b.Bin, err = BuildBinaries(root, b.Dir, logf); err != nil {
+	if b.Bin, err = BuildBinaries(root, b.Dir, b.opts.NoCapoBinaries, logf); err != nil {
 		return err
 	}
 	if err := b.installCNIBinaries(); err != nil {
@@ -180,6 +180,9 @@ func (b *Bed) installCNIBinaries() error {
 		return err
 	}
 	for name, src := range map[string]string{"calico": b.Bin.Calico, "calico-ipam": b.Bin.Calico, "capo-ipam": b.Bin.CapoIPAM} {
+		if src == "" {
+			continue // not built (Options.NoCapoBinaries)
+		}
 		if err := copyFile(src, filepath.Join(b.CNIBinDir, name), 0o755); err != nil {
 			return err
 		}

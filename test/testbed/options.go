@@ -27,6 +27,9 @@ type Options struct {
 	// bed whose controller-manager creates the default accounts and whose
 	// pods get tokens projected by a real kubelet.
 	ServiceAccounts bool
+	// NoCapoBinaries skips building capo's binaries into the bed's dir and
+	// its CNI bin dir: for a bed that runs capo from its image.
+	NoCapoBinaries bool
 }
 
 func (o Options) address() string {
