@@ -14,7 +14,7 @@ BENCH_COUNT ?= 200x
 
 IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
 
-.PHONY: all build image demo test lint unit e2e bench testbins manifests clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build image demo demo-node test lint unit e2e bench testbins manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -47,6 +47,13 @@ demo:
 	@echo "capo demo. The first run builds etcd, kube-apiserver and calico from the Go module proxy:"
 	@echo "about 7 minutes on 2 cores. Later runs start in seconds."
 	@$(GO) test -count=1 -run TestDemo -v ./test/demo/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage)'; exit $${PIPESTATUS[0]}
+
+## demo-node: the same story on a real node: a kubelet, containerd, Calico's
+## CNI and capo from its image, installed by its chart (root). The first run
+## also builds the kubelet and the rest of a node: several more minutes.
+demo-node:
+	@echo "capo demo on a real node. The first run builds the Kubernetes node components from the Go module proxy."
+	@CAPO_DEMO_NODE=1 $(GO) test -count=1 -timeout 20m -run TestDemoNode -v ./test/node/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage|[0-9]{4}/[0-9]{2}/[0-9]{2} )|_test.go:[0-9]+: kubelet restarted'; exit $${PIPESTATUS[0]}
 
 ## test: everything CI gates on: lint, unit tests with -race, end-to-end (root).
 test: lint unit e2e
