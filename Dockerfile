@@ -1,7 +1,10 @@
 # capo: one image with capo-agent, capo-controller, capo-install and
 # capo-ipam. Built from Go modules only; the run stage has no shell.
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t capo .
-FROM golang:1.26-bookworm AS build
+# GO_VERSION follows go.mod's go line (a test keeps them equal); `make image`
+# builds the same image without a container engine.
+ARG GO_VERSION=1.26
+FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
 ENV CGO_ENABLED=0 GONOSUMDB=github.com/projectcalico,k8s.io
 COPY go.mod go.sum ./

@@ -20,16 +20,16 @@ all: build
 build: $(addprefix bin/,$(BINARIES))
 
 bin/capo-ipam:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./plugin/cmd/capo-ipam
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-ipam
 
 bin/capo-agent:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/capo-agent
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-agent
 
 bin/capo-controller:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/capo-controller
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-controller
 
 bin/capo-install:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./install/cmd/capo-install
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-install
 
 # capoctl, also as a kubectl plugin: `kubectl capo` runs kubectl-capo.
 bin/capoctl:
@@ -86,7 +86,7 @@ manifests:
 
 ## testbins: build the pinned test servers and calico ahead of time.
 testbins:
-	$(GO) test -count=1 -run TestBedStarts -v ./test/testbed/
+	$(GO) test -count=1 -timeout 30m -run TestBedStarts -v ./test/testbed/
 
 clean:
 	rm -rf bin e2e.log

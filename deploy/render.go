@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -29,14 +29,24 @@ func ManifestsFile() string {
 	return filepath.Join(filepath.Dir(file), "manifests", "capo.yaml")
 }
 
-// Render renders the chart as `helm template` would, documents ordered by
-// template name, with values over the chart's defaults.
-func Render(release, namespace string, values map[string]any) ([]byte, error) {
+// MonitoringAPI is what the chart's ServiceMonitor and PrometheusRule need
+// from the API server; without it (no Prometheus operator) they are not
+// rendered, so a plain cluster takes the defaults as they are.
+var MonitoringAPI = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+
+// Render renders the chart as `helm template` (or `helm install`) would:
+// values over the chart's defaults, objects in Helm's install order
+// (ServiceAccounts and RBAC before the workloads that use them). apiVersions
+// are what the target API server serves beyond the built-in ones, as
+// `helm template --api-versions` gives them.
+func Render(release, namespace string, values map[string]any, apiVersions ...string) ([]byte, error) {
 	c, err := loader.Load(ChartDir())
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart: %w", err)
 	}
-	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}, chartutil.DefaultCapabilities)
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.APIVersions = append(caps.APIVersions, apiVersions...)
+	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -44,21 +54,18 @@ func Render(release, namespace string, values map[string]any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering the chart: %w", err)
 	}
-	names := make([]string, 0, len(files))
 	for n := range files {
-		if strings.HasSuffix(n, ".yaml") && strings.TrimSpace(files[n]) != "" {
-			names = append(names, n)
+		if !strings.HasSuffix(n, ".yaml") {
+			delete(files, n) // helpers, NOTES.txt
 		}
 	}
-	slices.Sort(names)
+	_, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, fmt.Errorf("sorting the rendered chart: %w", err)
+	}
 	var out bytes.Buffer
-	for _, n := range names {
-		for _, doc := range strings.Split(files[n], "\n---") {
-			if strings.TrimSpace(doc) == "" {
-				continue
-			}
-			fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", strings.TrimPrefix(n, c.Name()+"/"), strings.Trim(doc, "\n"))
-		}
+	for _, m := range manifests {
+		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", strings.TrimPrefix(m.Name, c.Name()+"/"), strings.Trim(m.Content, "\n"))
 	}
 	return out.Bytes(), nil
 }

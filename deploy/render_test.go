@@ -62,7 +62,9 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s %s in namespace %q", o.GetKind(), o.GetName(), o.GetNamespace())
 		}
 	}
-	for kind, n := range map[string]int{"DaemonSet": 1, "Deployment": 1, "ConfigMap": 2, "ServiceAccount": 2, "ClusterRole": 2, "Role": 2, "Service": 2, "ServiceMonitor": 1, "PrometheusRule": 1} {
+	// No ServiceMonitor or PrometheusRule: a cluster without the Prometheus
+	// operator's CRDs must take the defaults (see TestMonitoringWhereTheAPIHasIt).
+	for kind, n := range map[string]int{"DaemonSet": 1, "Deployment": 1, "ConfigMap": 2, "ServiceAccount": 2, "ClusterRole": 2, "Role": 2, "Service": 2, "ServiceMonitor": 0, "PrometheusRule": 0} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s, want %d", kinds[kind], kind, n)
 		}
@@ -86,6 +88,54 @@ func TestDefaults(t *testing.T) {
 	args, _, _ := unstructured.NestedSlice(find(t, objs, "DaemonSet", "capo-agent").Object, "spec", "template", "spec", "containers")
 	if s := strings.Join(toStrings(args[0].(map[string]any)["args"]), " "); !strings.Contains(s, "--manage-cni") {
 		t.Fatalf("agent args %s", s)
+	}
+}
+
+// With the Prometheus operator's API, the monitoring objects are rendered
+// unless turned off.
+func TestMonitoringWhereTheAPIHasIt(t *testing.T) {
+	for _, tc := range []struct {
+		values map[string]any
+		want   int
+	}{
+		{nil, 1},
+		{map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": false}, "prometheusRule": map[string]any{"enabled": false}}}, 0},
+	} {
+		out, err := Render("capo", "capo-system", tc.values, MonitoringAPI...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []string{"kind: ServiceMonitor", "kind: PrometheusRule"} {
+			if n := strings.Count(string(out), kind); n != tc.want {
+				t.Errorf("values %v: %d %q, want %d", tc.values, n, kind, tc.want)
+			}
+		}
+	}
+}
+
+// kubectl apply -f creates in file order: what a workload's pods need
+// (ServiceAccount, RBAC, ConfigMap) comes before the workload.
+func TestInstallOrder(t *testing.T) {
+	out, err := Render("capo", "capo-system", nil, MonitoringAPI...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]int{}
+	for i, o := range objs {
+		if _, ok := first[o.GetKind()]; !ok {
+			first[o.GetKind()] = i
+		}
+	}
+	for _, need := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap"} {
+		for _, workload := range []string{"DaemonSet", "Deployment"} {
+			if first[need] > first[workload] {
+				t.Errorf("%s comes after %s", need, workload)
+			}
+		}
 	}
 }
 

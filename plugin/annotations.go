@@ -20,9 +20,10 @@ const (
 	AnnotationIPFamilies = "cni.projectcalico.org/ipFamilies"
 )
 
-// Annotations reads a pod's and its namespace's annotations.
+// Annotations reads a pod's and its namespace's annotations, and, when the
+// agent answers, its decision for the pod.
 type Annotations interface {
-	Get(ctx context.Context, namespace, pod string) (nsAnn, podAnn map[string]string, err error)
+	Get(ctx context.Context, namespace, pod string) (*wire.AnnotationsResponse, error)
 }
 
 // applyCalicoAnnotations returns the delegate block with the pool and family
@@ -98,15 +99,15 @@ type agentAnnotations struct {
 	fallback Annotations
 }
 
-func (a agentAnnotations) Get(ctx context.Context, namespace, pod string) (map[string]string, map[string]string, error) {
+func (a agentAnnotations) Get(ctx context.Context, namespace, pod string) (*wire.AnnotationsResponse, error) {
 	actx, cancel := context.WithTimeout(ctx, a.timeout)
 	resp, err := a.agent.IPAMAnnotations(actx, wire.PodRef{Namespace: namespace, Name: pod})
 	cancel()
 	if err == nil {
-		return resp.Namespace, resp.Pod, nil
+		return resp, nil
 	}
 	if a.fallback == nil {
-		return nil, nil, fmt.Errorf("Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
+		return nil, fmt.Errorf("Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
 	}
 	slog.Info("agent could not give the pod's annotations; reading the API server", "err", err)
 	return a.fallback.Get(ctx, namespace, pod)

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"github.com/capo-net/capo/pkg/wire"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -65,12 +67,16 @@ func TestApplyCalicoAnnotations(t *testing.T) {
 }
 
 type fakeAnnotations struct {
-	ns, pod map[string]string
-	err     error
+	ns, pod  map[string]string
+	decision *wire.Decision
+	err      error
 }
 
-func (f fakeAnnotations) Get(context.Context, string, string) (map[string]string, map[string]string, error) {
-	return f.ns, f.pod, f.err
+func (f fakeAnnotations) Get(context.Context, string, string) (*wire.AnnotationsResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &wire.AnnotationsResponse{Namespace: f.ns, Pod: f.pod, Decision: f.decision}, nil
 }
 
 func TestAddAppliesAnnotationsToTheDelegateOnly(t *testing.T) {
@@ -78,13 +84,18 @@ func TestAddAppliesAnnotationsToTheDelegateOnly(t *testing.T) {
 	dir := script(t, "calico-ipam", `cat > `+out+`; printf '{"cniVersion":"0.3.1","ips":[]}'`)
 	conf := mustConf(t, `{"cniVersion":"0.3.1","name":"net1","mtu":1.50e3,"policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`)
 	args := &skel.CmdArgs{ContainerID: "c", IfName: "eth0", Args: "K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=b-0"}
-	ann := fakeAnnotations{pod: map[string]string{AnnotationIPv4Pools: `["gold"]`}}
-	if err := add(context.Background(), args, conf, &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
+	ann := fakeAnnotations{pod: map[string]string{AnnotationIPv4Pools: `["gold"]`}, decision: &wire.Decision{Selected: true, Rule: "pod annotation"}}
+	j := &fakeJournal{}
+	if err := add(context.Background(), args, conf, &ExecDelegate{Paths: []string{dir}}, j, ann, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(out)
 	if string(got) != `{"cniVersion":"0.3.1","name":"net1","mtu":1.50e3,"policy":{"type":"k8s"},"ipam":{"ipv4_pools":["gold"],"type":"calico-ipam"}}` {
 		t.Fatalf("delegate got %s", got)
+	}
+	// The agent's decision at ADD is kept for a DEL that finds the pod gone.
+	if len(j.recorded) != 1 || j.recorded[0].AtAdd == nil || !j.recorded[0].AtAdd.Selected {
+		t.Fatalf("ADD record %+v lacks the agent's decision", j.recorded)
 	}
 	// Without policy type k8s the calico plugin reads no pod, and neither does capo.
 	if err := add(context.Background(), args, mustConf(t, `{"name":"n","ipam":{"type":"capo-ipam"}}`), &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {

@@ -24,7 +24,7 @@ type Agent interface {
 type Journal interface {
 	Write(r *journal.Record) (string, error)
 	RecordAddrs(r *journal.AddrRecord) error
-	Addrs(network, containerID, ifName string) []string
+	AddrRecord(network, containerID, ifName string) *journal.AddrRecord
 	ForgetAddrs(network, containerID, ifName string) error
 }
 
@@ -113,13 +113,11 @@ func reserveRequest(args *skel.CmdArgs, conf *NetConf, j Journal) (*wire.Reserve
 	if err != nil {
 		return nil, err
 	}
-	return &wire.ReserveRequest{
-		ContainerID: args.ContainerID,
-		IfName:      args.IfName,
-		Network:     conf.Name,
-		Pod:         pod,
-		RecordedIPs: j.Addrs(conf.Name, args.ContainerID, args.IfName),
-	}, nil
+	req := &wire.ReserveRequest{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Pod: pod}
+	if r := j.AddrRecord(conf.Name, args.ContainerID, args.IfName); r != nil {
+		req.RecordedIPs, req.AtAdd = r.IPs, r.AtAdd
+	}
+	return req, nil
 }
 
 // cniEnv is the part of the environment a replayed DEL needs.

@@ -37,6 +37,7 @@ type fakeJournal struct {
 	records  []*journal.Record
 	writeErr error
 	addrs    map[string][]string
+	atAdd    *wire.Decision // in every ADD record
 	forgot   []string
 	recorded []*journal.AddrRecord
 }
@@ -56,7 +57,13 @@ func (j *fakeJournal) RecordAddrs(r *journal.AddrRecord) error {
 	j.recorded = append(j.recorded, r)
 	return nil
 }
-func (j *fakeJournal) Addrs(n, c, i string) []string { return j.addrs[n+"/"+c+"/"+i] }
+func (j *fakeJournal) AddrRecord(n, c, i string) *journal.AddrRecord {
+	ips, ok := j.addrs[n+"/"+c+"/"+i]
+	if !ok {
+		return nil
+	}
+	return &journal.AddrRecord{Network: n, ContainerID: c, IfName: i, IPs: ips, AtAdd: j.atAdd}
+}
 func (j *fakeJournal) ForgetAddrs(n, c, i string) error {
 	j.forgot = append(j.forgot, n+"/"+c+"/"+i)
 	return nil
@@ -93,7 +100,8 @@ func TestDelFlow(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDelegate{err: tc.delegateErr}
-			j := &fakeJournal{writeErr: tc.journalErr, addrs: map[string][]string{"k8s-pod-network/c1/eth0": {"10.0.0.1"}}}
+			j := &fakeJournal{writeErr: tc.journalErr, addrs: map[string][]string{"k8s-pod-network/c1/eth0": {"10.0.0.1"}},
+				atAdd: &wire.Decision{Selected: true, Rule: "pod annotation"}}
 			conf := mustConf(t, delConf)
 			env := map[string]string{"CNI_CONTAINERID": "c1", "CNI_PATH": "/opt/cni/bin"}
 			err := blocking(del(context.Background(), delArgs(), conf, delDeps{agent: tc.agent, delegate: d, journal: j, rollback: tc.rollback, env: env}))
@@ -111,7 +119,7 @@ func TestDelFlow(t *testing.T) {
 			}
 			if tc.wantAsked {
 				r := tc.agent.got
-				if r.Pod != (wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u-1"}) || r.Handle() != "k8s-pod-network.c1" || len(r.RecordedIPs) != 1 {
+				if r.Pod != (wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u-1"}) || r.Handle() != "k8s-pod-network.c1" || len(r.RecordedIPs) != 1 || r.AtAdd == nil || !r.AtAdd.Selected {
 					t.Fatalf("request %+v", r)
 				}
 			}
@@ -120,7 +128,7 @@ func TestDelFlow(t *testing.T) {
 			}
 			if tc.wantJournal {
 				rec := j.records[0]
-				if string(rec.Netconf) != delConf || rec.Env["CNI_PATH"] != "/opt/cni/bin" || !strings.Contains(rec.Why, "connection refused") || rec.Request.ContainerID != "c1" {
+				if string(rec.Netconf) != delConf || rec.Env["CNI_PATH"] != "/opt/cni/bin" || !strings.Contains(rec.Why, "connection refused") || rec.Request.ContainerID != "c1" || rec.Request.AtAdd == nil {
 					t.Fatalf("record %+v", rec)
 				}
 			}

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-
-	"github.com/capo-net/capo/pkg/ctxutil"
 )
 
 // Delegate runs the original IPAM plugin for one CNI command.
@@ -54,8 +52,10 @@ func (d *ExecDelegate) Invoke(ctx context.Context, command string, conf *NetConf
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("delegate %s %s did not answer within %s and was stopped: check that the Calico datastore is reachable and that no stuck process holds the IPAM lock; raise ipam.delegate_timeout if calls are merely slow", name, command, conf.IPAM.DelegateTimeout.D())
 		case errors.Is(err, syscall.ETXTBSY) && attempt < busyRetries:
-			if ctxutil.Sleep(ctx, time.Second) {
+			select { // the writer is still copying: try again shortly
+			case <-time.After(time.Second):
 				continue
+			case <-ctx.Done():
 			}
 		}
 		var cniErr *types.Error

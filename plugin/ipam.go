@@ -116,10 +116,16 @@ func cmdCheck(args *skel.CmdArgs) error {
 }
 
 // add returns the delegate's result unchanged: stdout carries it verbatim.
-// The addresses are recorded for the DEL; if that fails the DEL reads
-// Calico's handle instead, so the ADD does not fail for it.
+// The addresses are recorded for the DEL, with the agent's decision for the
+// pod as of now; if that fails the DEL reads Calico's handle instead, so the
+// ADD does not fail for it.
 func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j Journal, ann Annotations, stdout io.Writer) error {
-	if err := applyPodIPAMChoices(ctx, args, conf, ann); err != nil {
+	pod, _ := podOf(args) // podInfo reports a CNI_ARGS it cannot read, if it matters
+	info, err := podInfo(ctx, args, conf, ann)
+	if err == nil {
+		err = applyPodIPAMChoices(conf, info, pod.Namespace+"/"+pod.Name)
+	}
+	if err != nil {
 		slog.Error("ADD failed", "err", err)
 		return err
 	}
@@ -130,8 +136,11 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j J
 	}
 	ips, err := resultIPs(conf.CNIVersion, out)
 	if err == nil {
-		pod, _ := podOf(args) // the ADD already read CNI_ARGS if it mattered
-		err = j.RecordAddrs(&journal.AddrRecord{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName, Pod: pod, IPs: ips, Created: time.Now().UTC()})
+		rec := &journal.AddrRecord{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName, Pod: pod, IPs: ips, Created: time.Now().UTC()}
+		if info != nil {
+			rec.AtAdd = info.Decision
+		}
+		err = j.RecordAddrs(rec)
 	}
 	if err != nil {
 		slog.Warn("could not record the ADD's addresses; DEL will read Calico's handle", "err", err)
@@ -143,31 +152,46 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j J
 	return nil
 }
 
-// applyPodIPAMChoices does for the delegate what the calico plugin does for
-// calico-ipam and skips for any other ipam type: the pod's (or namespace's)
-// pool and family annotations. Like the calico plugin, it reads them only
-// under policy type "k8s".
-func applyPodIPAMChoices(ctx context.Context, args *skel.CmdArgs, conf *NetConf, ann Annotations) error {
-	if conf.DelegateType() != "calico-ipam" || calicoSettingsOf(conf).Policy.Type != "k8s" {
-		return nil
+// podInfo reads what the ADD needs to know of its pod: Calico's IPAM
+// annotations and the agent's decision. Like the calico plugin, it reads
+// the pod only under policy type "k8s". Only when the delegate is
+// calico-ipam do the annotations matter, and a failure to read them fails
+// the ADD (as it does under calico-ipam); otherwise it is only logged.
+func podInfo(ctx context.Context, args *skel.CmdArgs, conf *NetConf, ann Annotations) (*wire.AnnotationsResponse, error) {
+	if calicoSettingsOf(conf).Policy.Type != "k8s" {
+		return nil, nil
 	}
 	var ka k8sArgs
 	if err := types.LoadArgs(args.Args, &ka); err != nil {
-		return fmt.Errorf("reading CNI_ARGS %q: %w", args.Args, err)
+		return nil, fmt.Errorf("reading CNI_ARGS %q: %w", args.Args, err)
 	}
 	ns, name := string(ka.K8S_POD_NAMESPACE), string(ka.K8S_POD_NAME)
 	if name == "" {
-		return nil
+		return nil, nil
 	}
+	needed := conf.DelegateType() == "calico-ipam"
 	if ann == nil {
-		slog.Warn("the netconf names no kubernetes.kubeconfig: Calico's pool and family annotations cannot be read")
+		if needed {
+			slog.Warn("the netconf names no kubernetes.kubeconfig: Calico's pool and family annotations cannot be read")
+		}
+		return nil, nil
+	}
+	info, err := ann.Get(ctx, ns, name)
+	if err != nil && !needed {
+		slog.Info("the pod's annotations could not be read; not needed for this delegate", "err", err)
+		return nil, nil
+	}
+	return info, err
+}
+
+// applyPodIPAMChoices does for the delegate what the calico plugin does for
+// calico-ipam and skips for any other ipam type: the pod's (or namespace's)
+// pool and family annotations.
+func applyPodIPAMChoices(conf *NetConf, info *wire.AnnotationsResponse, pod string) error {
+	if info == nil || conf.DelegateType() != "calico-ipam" {
 		return nil
 	}
-	nsAnn, podAnn, err := ann.Get(ctx, ns, name)
-	if err != nil {
-		return err
-	}
-	delegate, applied, err := applyCalicoAnnotations(conf.IPAM.Delegate, nsAnn, podAnn, ns+"/"+name)
+	delegate, applied, err := applyCalicoAnnotations(conf.IPAM.Delegate, info.Namespace, info.Pod, pod)
 	if err != nil {
 		return err
 	}

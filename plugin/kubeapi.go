@@ -16,6 +16,8 @@ import (
 	"sync"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // kubeAnnotations reads from the API server with the calico plugin's own
@@ -24,10 +26,10 @@ import (
 // would add about 10 ms to every capo-ipam call, ADD and DEL alike.
 type kubeAnnotations struct{ kubeconfig string }
 
-func (k kubeAnnotations) Get(ctx context.Context, namespace, pod string) (map[string]string, map[string]string, error) {
+func (k kubeAnnotations) Get(ctx context.Context, namespace, pod string) (*wire.AnnotationsResponse, error) {
 	api, err := loadKubeconfig(k.kubeconfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var (
 		wg            sync.WaitGroup
@@ -45,12 +47,12 @@ func (k kubeAnnotations) Get(ctx context.Context, namespace, pod string) (map[st
 	}()
 	wg.Wait()
 	if podErr != nil {
-		return nil, nil, fmt.Errorf("reading pod %s/%s for Calico's IPAM annotations: %w", namespace, pod, podErr)
+		return nil, fmt.Errorf("reading pod %s/%s for Calico's IPAM annotations: %w", namespace, pod, podErr)
 	}
 	if nsErr != nil {
-		return nil, nil, fmt.Errorf("reading namespace %s for Calico's IPAM annotations: %w", namespace, nsErr)
+		return nil, fmt.Errorf("reading namespace %s for Calico's IPAM annotations: %w", namespace, nsErr)
 	}
-	return nsAnn, podAnn, nil
+	return &wire.AnnotationsResponse{Namespace: nsAnn, Pod: podAnn}, nil
 }
 
 // kubeAPI is an API server and how to authenticate to it.

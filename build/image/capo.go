@@ -18,10 +18,10 @@ type Binary struct{ Name, Package string }
 // Binaries are the programs the image ships in /usr/local/bin, as the
 // Dockerfile's final stage copies them.
 var Binaries = []Binary{
-	{"capo-agent", "./daemon/cmd/capo-agent"},
-	{"capo-controller", "./daemon/cmd/capo-controller"},
-	{"capo-install", "./install/cmd/capo-install"},
-	{"capo-ipam", "./plugin/cmd/capo-ipam"},
+	{"capo-agent", "./cmd/capo-agent"},
+	{"capo-controller", "./cmd/capo-controller"},
+	{"capo-install", "./cmd/capo-install"},
+	{"capo-ipam", "./cmd/capo-ipam"},
 }
 
 // BinDir is where the binaries go in the image.

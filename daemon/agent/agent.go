@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/ctxutil"
-	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -44,69 +44,71 @@ type Options struct {
 	CNIResync      time.Duration // periodic check of the CNI chain
 }
 
-// Agent wires the parts; Run starts them.
+// Agent is the composition root: it builds the parts on real clients and
+// runs them. Each part gets only what it uses.
 type Agent struct {
 	opts    Options
 	kube    kubernetes.Interface
-	calico  clientv3.Interface
 	store   reserve.Store
 	config  *config.Holder
 	metrics *metrics
-	facts   Facts
-	ipam    IPAM
+	cluster *informerCluster
 	batcher *reserve.Batcher
-	reserve Reserver
-	journal journal.Dir
-	release Releaser
-	cni     *cniManager
-	// reapplied hears from the CNI manager when it put capo back after a
-	// rewrite: teardowns in between went around capo-ipam.
+	server  *server
+	drainer *drainer
+	sweeper *sweeper
+	cni     *cniManager // nil without --manage-cni
+	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
-	// sweepPause spaces the sweep's handle reads; sweepGrace lets a DEL
-	// in flight remove its own record.
-	sweepPause, sweepGrace time.Duration
-	now                    func() time.Time
-	ready                  atomic.Bool
+	ready     atomic.Bool
 }
 
 // New builds an agent on real clients.
 func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Agent {
 	a := &Agent{
-		opts:    opts,
-		kube:    kube,
-		calico:  calico,
-		store:   reserve.NewCalicoStore(calico, reserve.DefaultLimits),
-		config:  config.NewHolder(config.Default()),
-		metrics: newMetrics(),
-		ipam:    calico.IPAM(),
-		journal: journal.Dir{Root: opts.StateDir},
-		now:     time.Now,
-
-		reapplied:  make(chan struct{}, 1),
-		sweepPause: 250 * time.Millisecond,
-		sweepGrace: 2 * time.Second,
+		opts:      opts,
+		kube:      kube,
+		store:     reserve.NewCalicoStore(calico, reserve.DefaultLimits),
+		config:    config.NewHolder(config.Default()),
+		metrics:   newMetrics(),
+		reapplied: make(chan struct{}, 1),
 	}
-	facts := newInformerFacts(kube, opts.NodeName, func() time.Duration { return a.config.Get().DeletedPodMemory }, a.now)
+	cfg := a.config.Get
+	a.cluster = newInformerCluster(kube, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
+	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
+	timeout := func() time.Duration { return cfg().ReserveTimeout }
+	dec := &decider{
+		cluster: a.cluster, ipam: calico.IPAM(), reserve: a.batcher,
+		selectors: func() []selection.Selector { return cfg().Selectors },
+		observe:   func(d time.Duration) { a.metrics.reserveSeconds.Observe(d.Seconds()) },
+		now:       time.Now,
+	}
+	j := journal.Dir{Root: opts.StateDir}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics}
+	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
+	a.sweeper = &sweeper{node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
+		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics}
 	if opts.ManageCNI {
-		a.cni = &cniManager{a: a, resync: opts.CNIResync, trigger: make(chan struct{}, 1), opts: install.Options{
-			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts)}}
+		a.cni = &cniManager{node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied, journal: j,
+			trigger: make(chan struct{}, 1), opts: install.Options{
+				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts)}}
 	}
-	facts.onNodeChange(func(n *corev1.Node) {
-		in := 0.0
-		if selection.NodeOptedIn(selection.Of(n)) {
-			in = 1
-		}
-		a.metrics.nodeOptedIn.Set(in)
-		if a.cni != nil {
-			a.cni.poke()
-		}
-	})
-	newFixedAddressWarner(kube, opts.NodeName, func() bool { return selection.NodeOptedIn(selection.Of(facts.Node())) }, a.metrics.fixedAddrPods.Inc).watch(facts)
-	a.facts = facts
-	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return a.config.Get().ReserveTimeout })
-	a.reserve = a.batcher
-	a.release = &execReleaser{cniBinDir: opts.CNIBinDir}
+	a.cluster.onNodeChange(a.nodeChanged)
+	optedIn := func() bool { return selection.NodeOptedIn(selection.Of(a.cluster.Node())) }
+	newFixedAddressWarner(kube, opts.NodeName, optedIn, a.metrics.fixedAddrPods.Inc).watch(a.cluster)
 	return a
+}
+
+// nodeChanged follows the opt-in: the gauge, and the CNI chain.
+func (a *Agent) nodeChanged(n *corev1.Node) {
+	in := 0.0
+	if selection.NodeOptedIn(selection.Of(n)) {
+		in = 1
+	}
+	a.metrics.nodeOptedIn.Set(in)
+	if a.cni != nil {
+		a.cni.poke()
+	}
 }
 
 // ipamExtra is what capo-ipam must be told beside its delegate: where this
@@ -132,11 +134,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { errc <- a.serveMetrics(ctx) }()
 	configSynced := config.Watch(ctx, a.kube, a.opts.ConfigNamespace, a.opts.ConfigMap, a.config, a.onConfig)
 	go a.batcher.Run(ctx)
-	if f, ok := a.facts.(*informerFacts); ok && !f.run(ctx) {
+	if !a.cluster.run(ctx) {
 		return errors.New("informer caches did not sync")
 	}
 	for !configSynced() {
-		if !ctxutil.Sleep(ctx, 50*time.Millisecond) {
+		if !sleep(ctx, 50*time.Millisecond) {
 			return nil
 		}
 	}
@@ -144,14 +146,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	go func() { errc <- a.serveSocket(ctx, l) }()
-	go a.drainLoop(ctx)
-	go a.sweepLoop(ctx, a.reapplied)
+	go func() { errc <- a.server.serve(ctx, l) }()
+	go a.drainer.run(ctx)
+	go a.sweeper.run(ctx, a.reapplied)
 	go a.countLoop(ctx)
 	if a.cni != nil {
+		r := newRemoval(a.kube, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+		go r.watch(ctx)
 		done := make(chan struct{})
 		go func() { a.cni.run(ctx); close(done) }()
-		defer func() { <-done; a.cni.onExit(podIdentity()) }()
+		defer func() { <-done; a.cni.onExit(r) }()
 	}
 	a.ready.Store(true)
 	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
@@ -180,7 +184,7 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 func (a *Agent) countLoop(ctx context.Context) {
 	for {
 		a.countReserved(ctx)
-		if !ctxutil.Sleep(ctx, 30*time.Second) {
+		if !sleep(ctx, 30*time.Second) {
 			return
 		}
 	}

@@ -3,14 +3,14 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
@@ -20,11 +20,17 @@ import (
 // whenever it starts, so the directories are watched and the edit is
 // re-applied at once; a periodic check covers a missed event.
 type cniManager struct {
-	a       *Agent
+	node    func() *corev1.Node // this node as last seen
+	kube    kubernetes.Interface
 	opts    install.Options
 	resync  time.Duration
-	trigger chan struct{}
-	applied bool // installed at least once since start: later changes are re-applies
+	metrics *metrics
+	// reapplied hears when capo was put back after a rewrite: teardowns in
+	// between went around capo-ipam, and the sweep looks for them.
+	reapplied chan<- struct{}
+	journal   journal.Dir // its ADD records go on uninstall
+	trigger   chan struct{}
+	applied   bool // installed at least once since start: later changes are re-applies
 }
 
 func (m *cniManager) poke() {
@@ -87,7 +93,7 @@ func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
 }
 
 func (m *cniManager) reconcile() {
-	want := selection.NodeOptedIn(selection.Of(m.a.facts.Node()))
+	want := selection.NodeOptedIn(selection.Of(m.node()))
 	if !want {
 		r, err := install.Uninstall(m.opts)
 		m.report("uninstall", r, err)
@@ -104,19 +110,19 @@ func (m *cniManager) reconcile() {
 func (m *cniManager) report(op string, r *install.Result, err error) {
 	switch {
 	case err != nil:
-		m.a.metrics.cniErrors.Inc()
+		m.metrics.cniErrors.Inc()
 		slog.Error("CNI "+op+" failed; retrying on the next change or check", "err", err)
 	case r.AlreadyCorrect:
 	case op == "install" && m.applied:
 		if r.ConfigChanged {
-			m.a.metrics.cniReapplied.WithLabelValues("config").Inc()
+			m.metrics.cniReapplied.WithLabelValues("config").Inc()
 		}
 		if r.BinaryChanged {
-			m.a.metrics.cniReapplied.WithLabelValues("binary").Inc()
+			m.metrics.cniReapplied.WithLabelValues("binary").Inc()
 		}
 		slog.Warn("re-applied capo to the CNI chain after it was rewritten (calico-node restarted?)", "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged)
 		select { // teardowns in the window went around capo-ipam: sweep for them
-		case m.a.reapplied <- struct{}{}:
+		case m.reapplied <- struct{}{}:
 		default:
 		}
 	default:
@@ -126,36 +132,28 @@ func (m *cniManager) report(op string, r *install.Result, err error) {
 	if op == "install" && err == nil {
 		installed = 1
 	}
-	m.a.metrics.cniInstalled.Set(installed)
+	m.metrics.cniInstalled.Set(installed)
 }
 
-// onExit uninstalls when the agent's DaemonSet is going away for good;
-// a rolling update or a node reboot leaves the node as it is.
-func (m *cniManager) onExit(podNamespace, podName string) {
-	if podName == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// onExit uninstalls when capo is being removed from the cluster; a rolling
+// update or a node reboot leaves the node as it is. Once uninstalled, the
+// node's ADD records go too: nothing will read them. Journaled DELs stay
+// (their addresses stay allocated until Calico's GC frees them).
+func (m *cniManager) onExit(r *removal) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pod, err := m.a.kube.CoreV1().Pods(podNamespace).Get(ctx, podName, metav1.GetOptions{})
+	going, why := r.removing(ctx)
+	if !going {
+		slog.Info("stopping; capo stays in the CNI chain", "why", why)
+		return
+	}
+	res, err := install.Uninstall(m.opts)
+	m.report("uninstall", res, err)
 	if err != nil {
-		slog.Warn("cannot tell whether capo is being removed; leaving the CNI chain as it is", "err", err)
 		return
 	}
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "DaemonSet" {
-		return
-	}
-	ds, err := m.a.kube.AppsV1().DaemonSets(podNamespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	gone := apierrors.IsNotFound(err) || (err == nil && (ds.DeletionTimestamp != nil || ds.UID != ref.UID))
-	if !gone {
-		return
-	}
-	r, err := install.Uninstall(m.opts)
-	m.report("uninstall", r, err)
-	if err == nil {
-		slog.Info("capo's DaemonSet is deleted: the node's CNI chain is Calico's own again")
+	slog.Info("capo is being removed: the node's CNI chain is Calico's own again", "why", why)
+	if err := m.journal.RemoveAddrRecords(); err != nil {
+		slog.Warn("removing the ADD records", "dir", m.journal.Root, "err", err)
 	}
 }
-
-func podIdentity() (string, string) { return os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME") }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"net/netip"
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
@@ -30,14 +30,36 @@ type Reserver interface {
 
 var _ Reserver = (*reserve.Batcher)(nil)
 
-// decide answers one teardown: reserve the sandbox's addresses if its pod
-// is selected, or say why not. An error means no answer: the caller keeps
-// the address allocated (capo-ipam journals; the drain retries).
-func (a *Agent) decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+// Decider answers one teardown; the socket, the journal drain and the sweep
+// all ask it.
+type Decider interface {
+	Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error)
+}
+
+var _ Decider = (*decider)(nil)
+
+// decider decides on what the cluster says and writes through reserve.
+type decider struct {
+	cluster   Cluster
+	ipam      IPAM
+	reserve   Reserver
+	selectors func() []selection.Selector
+	observe   func(time.Duration) // how long a reservation took
+	now       func() time.Time
+}
+
+// Decide reserves the sandbox's addresses if its pod is selected, or says
+// why not. An error means no answer: the caller keeps the address
+// allocated (capo-ipam journals; the drain retries).
+func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
 	start := a.now()
-	pod := a.facts.Pod(ctx, req.Pod)
-	d := selection.Decide(selection.Of(a.facts.Node()), selection.Of(a.facts.Namespace(req.Pod.Namespace)), selection.Of(pod), a.config.Get().Selectors)
-	switch d.Outcome {
+	pod := a.cluster.Pod(ctx, req.Pod)
+	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(a.cluster.Namespace(req.Pod.Namespace)), selection.Of(pod), a.selectors())
+	if pod == nil && req.AtAdd != nil && d.Verdict == selection.Selected {
+		// The pod is gone and forgotten, but capo knew it when it started.
+		d = atAddDecision(req.AtAdd)
+	}
+	switch d.Verdict {
 	case selection.NodeNotOptedIn:
 		return &wire.ReserveResponse{Outcome: wire.NodeNotOptedIn, Rule: d.Rule}, nil
 	case selection.NotSelected:
@@ -58,21 +80,24 @@ func (a *Agent) decide(ctx context.Context, req *wire.ReserveRequest) (*wire.Res
 	if err != nil {
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}
-	a.metrics.reserveSeconds.Observe(a.now().Sub(start).Seconds())
+	a.observe(a.now().Sub(start))
 	slog.Info("reserved", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
 	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: d.Rule}, nil
 }
 
 // addresses are what capo-ipam recorded at ADD, else what Calico's handle
 // holds. A missing handle means nothing is allocated any more.
-func (a *Agent) addresses(ctx context.Context, req *wire.ReserveRequest) ([]string, error) {
+func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]string, error) {
 	if len(req.RecordedIPs) > 0 {
-		for _, ip := range req.RecordedIPs {
-			if net.ParseIP(ip) == nil {
-				return nil, fmt.Errorf("recorded address %q is not an IP", ip)
+		out := make([]string, 0, len(req.RecordedIPs))
+		for _, s := range req.RecordedIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("recorded address %q is not an IP", s)
 			}
+			out = append(out, ip.Unmap().String()) // one spelling per address, whatever was sent
 		}
-		return req.RecordedIPs, nil
+		return out, nil
 	}
 	got, err := a.ipam.IPsByHandle(ctx, req.Handle())
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
@@ -92,4 +117,14 @@ func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Tim
 	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC()}
 	e.SetPod(pod)
 	return e
+}
+
+// atAddDecision turns the decision capo-ipam recorded at ADD into this
+// DEL's: "reserve to be safe" is kept for pods nothing is known about.
+func atAddDecision(at *wire.Decision) selection.Decision {
+	rule := "decided when the pod started (its object is gone): " + at.Rule
+	if at.Selected {
+		return selection.Decision{Verdict: selection.Selected, Rule: rule}
+	}
+	return selection.Decision{Verdict: selection.NotSelected, Rule: rule}
 }

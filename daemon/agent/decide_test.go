@@ -18,15 +18,15 @@ import (
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-type fakeFacts struct {
+type fakeCluster struct {
 	node *corev1.Node
 	ns   *corev1.Namespace
 	pod  *corev1.Pod
 }
 
-func (f *fakeFacts) Node() *corev1.Node                           { return f.node }
-func (f *fakeFacts) Namespace(string) *corev1.Namespace           { return f.ns }
-func (f *fakeFacts) Pod(context.Context, wire.PodRef) *corev1.Pod { return f.pod }
+func (f *fakeCluster) Node() *corev1.Node                           { return f.node }
+func (f *fakeCluster) Namespace(string) *corev1.Namespace           { return f.ns }
+func (f *fakeCluster) Pod(context.Context, wire.PodRef) *corev1.Pod { return f.pod }
 
 type fakeIPAM struct {
 	ips     []cnet.IP
@@ -39,7 +39,7 @@ func (f *fakeIPAM) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[s
 	if h, ok := f.holders[ip.String()]; ok {
 		return nil, &h, nil
 	}
-	return nil, nil, errors.New("not assigned")
+	return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: ip.String()}
 }
 
 type fakeReserver struct {
@@ -66,7 +66,7 @@ func TestDecide(t *testing.T) {
 	}
 	cases := []struct {
 		name     string
-		facts    *fakeFacts
+		cluster  *fakeCluster
 		ipam     *fakeIPAM
 		resErr   error
 		req      *wire.ReserveRequest
@@ -74,14 +74,19 @@ func TestDecide(t *testing.T) {
 		wantErr  string
 		reserved []string
 	}{
-		{name: "node not opted in", facts: &fakeFacts{node: &corev1.Node{}, ns: enabledNS, pod: broker}, req: req("10.0.0.1"), want: wire.NodeNotOptedIn},
-		{name: "recorded addresses reserved", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, req: req("10.0.0.1", "fd00::1"), want: wire.Reserved, reserved: []string{"10.0.0.1", "fd00::1"}},
-		{name: "handle read when nothing recorded", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.7")}}, req: req(), want: wire.Reserved, reserved: []string{"10.0.0.7"}},
-		{name: "handle gone: nothing to reserve", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}}, req: req(), want: wire.NothingToReserve},
-		{name: "handle unreadable: no answer", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: errors.New("connection refused")}, req: req(), wantErr: "reading Calico handle"},
-		{name: "unknown pod reserved", facts: &fakeFacts{node: optedIn, ns: enabledNS}, req: req("10.0.0.2"), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
-		{name: "write fails: no answer", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, resErr: errors.New("conflict storm"), req: req("10.0.0.3"), wantErr: "conflict storm"},
-		{name: "garbage recorded address", facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: broker}, req: req("not-an-ip"), wantErr: "not an IP"},
+		{name: "node not opted in", cluster: &fakeCluster{node: &corev1.Node{}, ns: enabledNS, pod: broker}, req: req("10.0.0.1"), want: wire.NodeNotOptedIn},
+		{name: "recorded addresses reserved", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("10.0.0.1", "fd00::1"), want: wire.Reserved, reserved: []string{"10.0.0.1", "fd00::1"}},
+		{name: "handle read when nothing recorded", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.7")}}, req: req(), want: wire.Reserved, reserved: []string{"10.0.0.7"}},
+		{name: "handle gone: nothing to reserve", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}}, req: req(), want: wire.NothingToReserve},
+		{name: "handle unreadable: no answer", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, ipam: &fakeIPAM{err: errors.New("connection refused")}, req: req(), wantErr: "reading Calico handle"},
+		{name: "unknown pod reserved", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: req("10.0.0.2"), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
+		{name: "unknown pod, not selected when it started", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), false), want: wire.NotSelected},
+		{name: "unknown pod, selected when it started", cluster: &fakeCluster{node: optedIn, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.Reserved, reserved: []string{"10.0.0.2"}},
+		{name: "known pod: its labels now win over the ADD's decision", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: withAtAdd(req("10.0.0.4"), false), want: wire.Reserved, reserved: []string{"10.0.0.4"}},
+		{name: "node opted out since: the ADD's decision does not matter", cluster: &fakeCluster{node: &corev1.Node{}, ns: enabledNS}, req: withAtAdd(req("10.0.0.2"), true), want: wire.NodeNotOptedIn},
+		{name: "write fails: no answer", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, resErr: errors.New("conflict storm"), req: req("10.0.0.3"), wantErr: "conflict storm"},
+		{name: "odd spellings reserved as one", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("FD00:0::1", "::ffff:10.0.0.9"), want: wire.Reserved, reserved: []string{"fd00::1", "10.0.0.9"}},
+		{name: "garbage recorded address", cluster: &fakeCluster{node: optedIn, ns: enabledNS, pod: broker}, req: req("not-an-ip"), wantErr: "not an IP"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,8 +94,8 @@ func TestDecide(t *testing.T) {
 				tc.ipam = &fakeIPAM{err: errors.New("must not be read")}
 			}
 			r := &fakeReserver{err: tc.resErr}
-			a := &Agent{facts: tc.facts, ipam: tc.ipam, reserve: r, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: func() time.Time { return now }}
-			resp, err := a.decide(context.Background(), tc.req)
+			a := testDecider(tc.cluster, tc.ipam, r, func() time.Time { return now })
+			resp, err := a.Decide(context.Background(), tc.req)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -106,7 +111,7 @@ func TestDecide(t *testing.T) {
 				if e.Reason != reserve.ReasonCNIDel || !e.ReservedAt.Equal(now) || e.Namespace != "kafka" || e.Pod != "broker-0" || e.PodUID != "pod-uid" {
 					t.Fatalf("entry %+v", e)
 				}
-				if tc.facts.pod != nil && (e.OwnerKind != "StatefulSet" || e.OwnerUID != "sts-uid") {
+				if tc.cluster.pod != nil && (e.OwnerKind != "StatefulSet" || e.OwnerUID != "sts-uid") {
 					t.Fatalf("owner missing: %+v", e)
 				}
 			}
@@ -115,4 +120,16 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testDecider decides with the default config's selectors.
+func testDecider(c Cluster, ipam IPAM, r Reserver, now func() time.Time) *decider {
+	cfg := config.Default()
+	return &decider{cluster: c, ipam: ipam, reserve: r, selectors: func() []selection.Selector { return cfg.Selectors },
+		observe: func(time.Duration) {}, now: now}
+}
+
+func withAtAdd(r *wire.ReserveRequest, selected bool) *wire.ReserveRequest {
+	r.AtAdd = &wire.Decision{Selected: selected, Rule: "recorded at ADD"}
+	return r
 }

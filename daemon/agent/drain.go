@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capo-net/capo/pkg/ctxutil"
+	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/plugin"
 )
@@ -48,10 +48,22 @@ func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
 	return err
 }
 
-func (a *Agent) drainLoop(ctx context.Context) {
+// drainer replays the DELs capo-ipam journaled while the agent could not
+// answer.
+type drainer struct {
+	journal  journal.Dir
+	ipam     calicoipam.Reader
+	decider  Decider
+	release  Releaser
+	timeout  func() time.Duration // for one decision
+	interval time.Duration
+	metrics  *metrics
+}
+
+func (a *drainer) run(ctx context.Context) {
 	for {
 		a.drain(ctx)
-		if !ctxutil.Sleep(ctx, a.opts.DrainInterval) {
+		if !sleep(ctx, a.interval) {
 			return
 		}
 	}
@@ -59,10 +71,10 @@ func (a *Agent) drainLoop(ctx context.Context) {
 
 // drain replays every journaled DEL: reserve first, then release. A record
 // goes only when both have succeeded; otherwise it stays for the next pass.
-func (a *Agent) drain(ctx context.Context) {
+func (a *drainer) drain(ctx context.Context) {
 	entries, err := a.journal.Pending()
 	if err != nil {
-		slog.Error("reading the journal", "dir", a.opts.StateDir, "err", err)
+		slog.Error("reading the journal", "dir", a.journal.Root, "err", err)
 		return
 	}
 	a.metrics.journalDepth.Set(float64(len(entries)))
@@ -82,7 +94,7 @@ func (a *Agent) drain(ctx context.Context) {
 	a.metrics.journalDepth.Set(float64(left))
 }
 
-func (a *Agent) replay(ctx context.Context, name string, rec *journal.Record) bool {
+func (a *drainer) replay(ctx context.Context, name string, rec *journal.Record) bool {
 	if rec.Attempts == 0 {
 		a.metrics.decisions.WithLabelValues("journaled", "journal").Inc()
 	}
@@ -94,8 +106,13 @@ func (a *Agent) replay(ctx context.Context, name string, rec *journal.Record) bo
 		slog.Error("journaled DEL not replayed yet; the address stays allocated", "step", step, "record", name, "attempts", rec.Attempts, "err", err)
 		return false
 	}
-	dctx, cancel := context.WithTimeout(ctx, a.config.Get().ReserveTimeout)
-	resp, err := a.decide(dctx, &rec.Request)
+	dctx, cancel := context.WithTimeout(ctx, a.timeout())
+	req := rec.Request
+	if len(req.RecordedIPs) > 0 {
+		// Long enough away, and Calico's GC may have freed and reused them.
+		req.RecordedIPs = notReused(dctx, a.ipam, req.Handle(), req.Pod, req.RecordedIPs)
+	}
+	resp, err := a.decider.Decide(dctx, &req)
 	cancel()
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "journal").Inc()

@@ -55,14 +55,14 @@ func (w *fixedAddressWarner) check(obj any) {
 	}
 	w.count()
 	msg := fmt.Sprintf("%s is not honoured on this node: capo-ipam is its IPAM, and the calico plugin accepts fixed addresses only with calico-ipam. Schedule this pod on a node without %s=%s (node affinity on the label %s NotIn [%s]).",
-		key, selection.NodeAnnotation, selection.Enabled, selection.NodeLabel, selection.Enabled)
+		key, selection.NodeAnnotation, selection.Enabled, selection.NodeOptInLabel, selection.Enabled)
 	w.recorder.Event(p, corev1.EventTypeWarning, "FixedAddressOnCapoNode", msg)
 	slog.Warn("pod with a fixed address scheduled to an opted-in node", "pod", p.Namespace+"/"+p.Name, "annotation", key)
 }
 
 // watch checks every pod of this node as it appears or changes, and all of
 // them when the node is opted in.
-func (w *fixedAddressWarner) watch(f *informerFacts) {
+func (w *fixedAddressWarner) watch(f *informerCluster) {
 	_, _ = f.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.check,
 		UpdateFunc: func(_, obj any) { w.check(obj) },

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -49,9 +52,18 @@ func listenSocket(path string) (net.Listener, error) {
 	return l, nil
 }
 
-func (a *Agent) serveSocket(ctx context.Context, l net.Listener) error {
+// server answers capo-ipam on the node's unix socket.
+type server struct {
+	decider   Decider
+	cluster   Cluster
+	selectors func() []selection.Selector
+	timeout   func() time.Duration // for one decision
+	metrics   *metrics
+}
+
+func (a *server) serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
-		Handler: a.socketHandler(),
+		Handler: a.handler(),
 		// A slow or stuck client must not hold a connection for long.
 		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       5 * time.Second,
@@ -71,7 +83,7 @@ func (a *Agent) serveSocket(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-func (a *Agent) socketHandler() http.Handler {
+func (a *server) handler() http.Handler {
 	sem := make(chan struct{}, maxInFlight)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+wire.ReservePath, func(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +100,7 @@ func (a *Agent) socketHandler() http.Handler {
 	return mux
 }
 
-func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
+func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	var req wire.ReserveRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	if err := dec.Decode(&req); err != nil {
@@ -99,9 +111,9 @@ func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request lacks containerID or network")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.config.Get().ReserveTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), a.timeout())
 	defer cancel()
-	resp, err := a.decide(ctx, &req)
+	resp, err := a.decider.Decide(ctx, &req)
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "socket").Inc()
 		slog.Error("teardown not decided; capo-ipam will journal it", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "container", req.ContainerID, "err", err)
@@ -115,7 +127,7 @@ func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
 
 // handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
 // cannot find is an error: capo-ipam then asks the API server itself.
-func (a *Agent) handleAnnotations(w http.ResponseWriter, r *http.Request) {
+func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	var req wire.AnnotationsRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "request is not a valid annotations request: "+err.Error())
@@ -123,14 +135,25 @@ func (a *Agent) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	pod := a.facts.Pod(ctx, req.Pod)
-	ns := a.facts.Namespace(req.Pod.Namespace)
+	pod := a.cluster.Pod(ctx, req.Pod)
+	ns := a.cluster.Namespace(req.Pod.Namespace)
 	if pod == nil || ns == nil {
 		writeError(w, http.StatusNotFound, "pod or namespace not known to the agent yet")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations)})
+	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations),
+		Decision: atAdd(ns, pod, a.selectors())})
+}
+
+// atAdd is the decision for the pod as it starts, on its own and its
+// namespace's labels and annotations alone: capo-ipam keeps it in the ADD
+// record for a DEL that comes when the pod is gone and forgotten. Whether
+// the node is opted in is the DEL's to judge, then.
+func atAdd(ns *corev1.Namespace, pod *corev1.Pod, selectors []selection.Selector) *wire.Decision {
+	optedIn := &selection.Object{Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}
+	d := selection.Decide(optedIn, selection.Of(ns), selection.Of(pod), selectors)
+	return &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
 }
 
 // calicoOnly keeps the annotations the calico plugin reads for IPAM.

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/ctxutil"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -29,13 +26,28 @@ import (
 // holds them already, and then removes the record. It also clears records
 // whose DEL never came.
 
+// sweeper finds teardowns that went around capo-ipam.
+type sweeper struct {
+	node     string
+	cluster  Cluster
+	ipam     IPAM
+	journal  journal.Dir
+	decider  Decider
+	timeout  func() time.Duration // for one decision
+	interval time.Duration        // of the periodic pass over gone pods' records
+	// pause spaces the handle reads; grace lets a DEL in flight remove its
+	// own record.
+	pause, grace time.Duration
+	metrics      *metrics
+}
+
 // sweepAddrs checks the ADD records. With all false, records of pods that
 // still run on this node with the same UID are skipped, so a periodic pass
 // reads Calico's handles only for pods that are gone.
-func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
+func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
 	recs, err := a.journal.AddrRecords()
 	if err != nil {
-		slog.Error("reading ADD records", "dir", a.opts.StateDir, "err", err)
+		slog.Error("reading ADD records", "dir", a.journal.Root, "err", err)
 		return
 	}
 	held := map[string]bool{} // journaled DELs keep their addresses allocated on purpose
@@ -53,7 +65,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 		}
 		// Live DELs share the datastore client's rate limit: the sweep
 		// takes a small part of it.
-		if !ctxutil.Sleep(ctx, a.sweepPause) {
+		if !sleep(ctx, a.pause) {
 			return
 		}
 		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
@@ -71,7 +83,7 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 	}
 	// A DEL through capo-ipam removes the record just after the release:
 	// give any in flight the moment to finish before calling it bypassed.
-	if !ctxutil.Sleep(ctx, a.sweepGrace) {
+	if !sleep(ctx, a.grace) {
 		return
 	}
 	for _, r := range released {
@@ -87,14 +99,14 @@ func (a *Agent) sweepAddrs(ctx context.Context, all bool) {
 
 // podRunsHere: the record's pod is on this node, the same incarnation, and
 // not finished.
-func (a *Agent) podRunsHere(ref wire.PodRef) bool {
-	p := a.facts.Pod(context.Background(), ref)
-	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.opts.NodeName &&
+func (a *sweeper) podRunsHere(ref wire.PodRef) bool {
+	p := a.cluster.Pod(context.Background(), ref)
+	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.node &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // settle decides a record whose addresses were released behind capo's back.
-func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
+func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 	forget := func(outcome string) {
 		if err := a.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
 			slog.Warn("removing ADD record", "err", err)
@@ -102,18 +114,20 @@ func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
 		}
 		slog.Debug("ADD record settled", "handle", r.Handle(), "outcome", outcome)
 	}
-	if r.Pod.Name == "" || a.facts.Pod(ctx, r.Pod) == nil {
-		forget("pod unknown") // nothing to decide on, and a guess would hold an address for nobody
+	if r.Pod.Name == "" {
+		forget("not a pod's") // nothing the DEL would have decided on
 		return
 	}
-	free := a.stillFree(ctx, r)
+	free := notReused(ctx, a.ipam, r.Handle(), r.Pod, r.IPs)
 	if len(free) == 0 {
 		forget("reused")
 		return
 	}
-	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free}
-	dctx, cancel := context.WithTimeout(ctx, a.config.Get().ReserveTimeout)
-	resp, err := a.decide(dctx, req)
+	// Decided as its DEL would have been: on the pod if known, else on what
+	// capo knew when it started, else reserved to be safe.
+	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free, AtAdd: r.AtAdd}
+	dctx, cancel := context.WithTimeout(ctx, a.timeout())
+	resp, err := a.decider.Decide(dctx, req)
 	cancel()
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "sweep").Inc()
@@ -129,36 +143,12 @@ func (a *Agent) settle(ctx context.Context, r *journal.AddrRecord) {
 	forget(string(resp.Outcome))
 }
 
-// stillFree drops the addresses Calico has since given to another sandbox:
-// that reuse has happened, and a reservation now would only carry the wrong
-// pod's name. An address that cannot be read is kept: reserving is the safe
-// error.
-func (a *Agent) stillFree(ctx context.Context, r *journal.AddrRecord) []string {
-	var out []string
-	for _, s := range r.IPs {
-		ip := net.ParseIP(s)
-		if ip == nil {
-			continue
-		}
-		_, handle, err := a.ipam.GetAssignmentAttributes(ctx, cnet.IP{IP: ip})
-		if err != nil {
-			slog.Debug("address not assigned, or unreadable: kept", "ip", s, "err", err)
-		}
-		if err == nil && handle != nil && *handle != r.Handle() {
-			slog.Warn("a teardown went around capo-ipam and its address is already reused", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "ip", s, "now", *handle)
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 // sweepLoop sweeps everything once the agent starts (it may have been away
 // while DELs went by), after each CNI re-apply (the rewrite window), and
 // the gone pods' records every interval.
-func (a *Agent) sweepLoop(ctx context.Context, reapplied <-chan struct{}) {
+func (a *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
 	a.sweepAddrs(ctx, true)
-	t := time.NewTicker(a.opts.SweepInterval)
+	t := time.NewTicker(a.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -167,7 +157,7 @@ func (a *Agent) sweepLoop(ctx context.Context, reapplied <-chan struct{}) {
 		case <-reapplied:
 			a.sweepAddrs(ctx, true)
 			// A DEL that read the rewritten conflist may still be releasing.
-			if !ctxutil.Sleep(ctx, reapplySettle) {
+			if !sleep(ctx, reapplySettle) {
 				return
 			}
 			a.sweepAddrs(ctx, true)

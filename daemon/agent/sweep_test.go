@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
@@ -30,14 +29,17 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 		pod       *corev1.Pod
 		ipam      *fakeIPAM
 		journaled bool
-		reserved  string // addresses reserved, comma-separated
-		kept      bool   // the record stays
+		atAdd     *wire.Decision // in the ADD record
+		reserved  string         // addresses reserved, comma-separated
+		kept      bool           // the record stays
 		bypassed  float64
 	}{
 		{name: "handle still allocated: DEL not come yet", pod: broker, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.1")}}, kept: true},
 		{name: "released behind capo's back: reserved", pod: broker, ipam: &fakeIPAM{err: gone}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
 		{name: "one address already reused", pod: broker, ipam: &fakeIPAM{err: gone, holders: map[string]string{"10.0.0.1": "k8s-pod-network.other"}}, reserved: "fd00::1", bypassed: 1},
-		{name: "pod unknown: record cleared, nothing held", ipam: &fakeIPAM{err: gone}},
+		{name: "pod unknown, nothing known at ADD: reserved to be safe, as the DEL would", ipam: &fakeIPAM{err: gone}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
+		{name: "pod unknown, selected at ADD: reserved", ipam: &fakeIPAM{err: gone}, atAdd: &wire.Decision{Selected: true, Rule: "r"}, reserved: "10.0.0.1,fd00::1", bypassed: 1},
+		{name: "pod unknown, not selected at ADD: record cleared, nothing held", ipam: &fakeIPAM{err: gone}, atAdd: &wire.Decision{Rule: "r"}},
 		{name: "journaled DEL keeps its address on purpose", pod: broker, ipam: &fakeIPAM{err: gone}, journaled: true, kept: true},
 		{name: "handle unreadable: next sweep", pod: broker, ipam: &fakeIPAM{err: errors.New("connection refused")}, kept: true},
 	}
@@ -45,7 +47,7 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			j := journal.Dir{Root: t.TempDir()}
 			rec := &journal.AddrRecord{Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0",
-				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}}
+				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}, AtAdd: tc.atAdd}
 			if err := j.RecordAddrs(rec); err != nil {
 				t.Fatal(err)
 			}
@@ -55,8 +57,7 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 				}
 			}
 			r := &fakeReserver{}
-			a := &Agent{opts: Options{NodeName: "n1"}, facts: &fakeFacts{node: optedIn, ns: enabledNS, pod: tc.pod}, ipam: tc.ipam, reserve: r,
-				journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
+			a := testSweeper(&fakeCluster{node: optedIn, ns: enabledNS, pod: tc.pod}, tc.ipam, r, j)
 			a.sweepAddrs(context.Background(), false)
 			var got []string
 			for _, e := range r.got {
@@ -82,10 +83,15 @@ func TestPeriodicSweepSkipsRunningPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0"}, Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-	a := &Agent{opts: Options{NodeName: "n1"}, facts: &fakeFacts{node: &corev1.Node{}, pod: running}, ipam: &fakeIPAM{err: errors.New("must not be read")},
-		reserve: &fakeReserver{}, journal: j, config: config.NewHolder(config.Default()), metrics: newMetrics(), now: time.Now}
+	a := testSweeper(&fakeCluster{node: &corev1.Node{}, pod: running}, &fakeIPAM{err: errors.New("must not be read")}, &fakeReserver{}, j)
 	a.sweepAddrs(context.Background(), false)
 	if j.Addrs("net", "c1", "eth0") == nil {
 		t.Fatal("a running pod's record was removed")
 	}
+}
+
+// testSweeper sweeps node n1's records without pauses.
+func testSweeper(c Cluster, ipam IPAM, r Reserver, j journal.Dir) *sweeper {
+	return &sweeper{node: "n1", cluster: c, ipam: ipam, journal: j, decider: testDecider(c, ipam, r, time.Now),
+		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics()}
 }

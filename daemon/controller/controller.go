@@ -6,12 +6,14 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -19,8 +21,9 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/capo-net/capo/daemon"
+	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -34,6 +37,9 @@ type Options struct {
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
 	MetricsAddr   string
+	// AgentSelector picks the capo-agent pods (in Namespace) whose
+	// readiness says a node's teardowns are covered.
+	AgentSelector string
 }
 
 // Controller wires the parts; Run starts them.
@@ -41,6 +47,9 @@ type Controller struct {
 	opts     Options
 	kube     kubernetes.Interface
 	store    reserve.Store
+	ipam     calicoipam.Reader
+	agents   labels.Selector
+	lost     *lostQueue
 	config   *config.Holder
 	metrics  *metrics
 	caches   *caches
@@ -52,26 +61,36 @@ type Controller struct {
 	kick    chan struct{} // a release may be due now
 
 	mu           sync.Mutex
-	deletedNodes map[string]*corev1.Node // last state of deleted nodes, for their pods' late deletes
-	missed       []lostPod               // seen going from lost nodes while not leading
+	deletedNodes map[string]deletedNode // for their pods' late deletes
+	missed       []lostPod              // seen going from uncovered nodes while not leading
+	away         map[string]bool        // opted-in nodes whose agent was not ready at the last pass
 }
 
 // New builds a controller on real clients.
-func New(opts Options, kube kubernetes.Interface, store reserve.Store) *Controller {
+func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam calicoipam.Reader) (*Controller, error) {
+	if opts.AgentSelector == "" {
+		opts.AgentSelector = DefaultAgentSelector
+	}
+	agents, err := labels.Parse(opts.AgentSelector)
+	if err != nil {
+		return nil, fmt.Errorf("agent selector %q: %w", opts.AgentSelector, err)
+	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	c := &Controller{
-		opts: opts, kube: kube, store: store,
+		opts: opts, kube: kube, store: store, ipam: ipam, agents: agents,
+		lost:         newLostQueue(),
 		config:       config.NewHolder(config.Default()),
 		metrics:      newMetrics(),
-		caches:       newCaches(kube),
+		caches:       newCaches(kube, agents),
 		recorder:     b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
 		now:          time.Now,
 		kick:         make(chan struct{}, 1),
-		deletedNodes: map[string]*corev1.Node{},
+		deletedNodes: map[string]deletedNode{},
+		away:         map[string]bool{},
 	}
 	c.watchTriggers()
-	return c
+	return c, nil
 }
 
 // Run serves until ctx ends. Every replica keeps its caches warm; only the
@@ -84,6 +103,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("informer caches did not sync")
 	}
 	c.synced.Store(true)
+	go c.runLost(ctx)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaName(c.opts.Namespace, c.opts.LeaseName),
 		Client:     c.kube.CoordinationV1(),
@@ -122,9 +142,12 @@ func (c *Controller) lead(ctx context.Context) {
 	c.metrics.leader.Set(1)
 	slog.Info("holding the lease; releasing and covering lost nodes", "identity", c.opts.Identity)
 	// Deletions seen while no one led are caught up here.
-	c.coverLostNodes(ctx)
+	c.coverLostNodes()
+	c.lost.kick()
 	for {
-		if err := c.pass(ctx); err != nil && ctx.Err() == nil {
+		if !c.config.Loaded() {
+			slog.Error("no release pass: the config ConfigMap is invalid and no earlier one of the operator's was loaded; fix it", "configmap", c.opts.Namespace+"/"+c.opts.ConfigMap)
+		} else if err := c.pass(ctx); err != nil && ctx.Err() == nil {
 			c.metrics.passErrors.Inc()
 			slog.Error("release pass failed; retrying next period", "err", err)
 		}
@@ -155,8 +178,10 @@ func (c *Controller) onConfig(err error) {
 	}
 	c.metrics.configReloads.WithLabelValues("success").Inc()
 	c.due()
+	c.lost.kick()
 }
 
 func (c *Controller) serveMetrics(ctx context.Context) error {
-	return daemon.ServeMetrics(ctx, c.opts.MetricsAddr, c.metrics.reg, c.synced.Load, "caches not synced")
+	ready := func() bool { return c.synced.Load() && c.config.Loaded() }
+	return daemon.ServeMetrics(ctx, c.opts.MetricsAddr, c.metrics.reg, ready, "caches not synced, or no valid config loaded")
 }

@@ -21,6 +21,8 @@ type metrics struct {
 	nodeLost      prometheus.Counter
 	lostNodes     prometheus.Gauge
 	remembered    prometheus.Gauge
+	agentsAway    prometheus.Gauge
+	lostPending   prometheus.Gauge
 	passErrors    prometheus.Counter
 	configReloads *prometheus.CounterVec
 }
@@ -47,11 +49,15 @@ func newMetrics() *metrics {
 			Name: "capo_release_pass_duration_seconds", Help: "Time of one whole release pass: read, plan, write.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		nodeLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "capo_node_lost_reservations_total", Help: "Addresses reserved for pods deleted from a lost node."}),
+			Name: "capo_node_lost_reservations_total", Help: "Addresses the controller reserved for pods of uncovered nodes: lost (reason node-lost), or with their agent not ready (agent-away)."}),
 		lostNodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_lost_nodes", Help: "Opted-in nodes that are NotReady, unreachable or unknown, as of the last pass: their pods' deletions are being covered."}),
 		remembered: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_controller_lost_pods_remembered", Help: "Selected pods deleted from lost nodes while this replica did not lead, kept so that it reserves them if it takes the lease before the leader's renewal is overdue."}),
+		agentsAway: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agents_not_ready", Help: "Opted-in nodes whose capo-agent is not ready, as of the last pass: the controller reserves their pods' teardowns."}),
+		lostPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_controller_pending_reservations", Help: "Addresses the controller has yet to reserve for uncovered nodes (retried until written)."}),
 		passErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries."}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -62,7 +68,7 @@ func newMetrics() *metrics {
 		m.releases.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
-		m.nodeLost, m.lostNodes, m.remembered, m.passErrors, m.configReloads,
+		m.nodeLost, m.lostNodes, m.remembered, m.agentsAway, m.lostPending, m.passErrors, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

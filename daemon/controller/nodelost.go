@@ -1,12 +1,13 @@
 package controller
 
 import (
-	"context"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
@@ -17,7 +18,7 @@ import (
 func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
 
 // watchTriggers wires the events that make a release due at once, and the
-// ones that mean a lost node's pod must be reserved now.
+// teardowns of uncovered nodes that the controller must reserve for.
 func (c *Controller) watchTriggers() {
 	due := func(any) { c.due() }
 	dueUpdate := func(any, any) { c.due() }
@@ -33,42 +34,80 @@ func (c *Controller) watchTriggers() {
 		DeleteFunc: func(obj any) { c.nodeDeleted(obj) },
 	})
 	_, _ = c.caches.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp != nil {
-				c.podGoing(p)
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*corev1.Pod)
+			p, ok2 := obj.(*corev1.Pod)
+			if ok1 && ok2 {
+				c.podChanged(o, p)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if p, ok := kubeclient.Deleted[corev1.Pod](obj); ok {
-				c.podGoing(p)
+				c.podGone(p)
 			}
 		},
 	})
 }
 
+// podChanged covers the teardowns an uncovered node's pod goes through:
+// being deleted, terminating (an eviction leaves it Failed or Succeeded),
+// or a new sandbox with new addresses (the old ones were the old sandbox's).
+func (c *Controller) podChanged(old, p *corev1.Pod) {
+	if c.isAgent(p) {
+		if podReady(old) != podReady(p) || p.DeletionTimestamp != nil {
+			c.due() // the next pass sees whether its node became uncovered
+		}
+		return
+	}
+	if terminated(p) && !terminated(old) {
+		c.podGoing(p, podIPs(p))
+	}
+	if dropped := droppedIPs(old, p); len(dropped) > 0 {
+		c.podGoing(p, dropped)
+	}
+}
+
+func (c *Controller) podGone(p *corev1.Pod) {
+	if c.isAgent(p) {
+		c.due()
+		return
+	}
+	c.podGoing(p, podIPs(p))
+}
+
+func (c *Controller) isAgent(p *corev1.Pod) bool {
+	return p.Namespace == c.opts.Namespace && c.agents.Matches(labels.Set(p.Labels))
+}
+
 // nodeDeleted: Calico's IPAM garbage collector frees a deleted node's
-// addresses at once, so its selected pods are reserved now.
+// addresses at once, so its selected pods are reserved now, in one write.
 func (c *Controller) nodeDeleted(obj any) {
 	n, ok := kubeclient.Deleted[corev1.Node](obj)
 	if !ok {
 		return
 	}
 	c.mu.Lock()
-	c.deletedNodes[n.Name] = n
+	c.deletedNodes[n.Name] = deletedNode{node: n, at: c.now()}
 	c.mu.Unlock()
-	for _, o := range c.caches.pods.GetStore().List() {
-		if p := o.(*corev1.Pod); p.Spec.NodeName == n.Name {
-			c.podGoing(p)
+	c.scanNode(n.Name, false)
+}
+
+// scanNode takes up every pod of an uncovered node that is going or gone:
+// on a deleted node all of them, else the terminated ones.
+func (c *Controller) scanNode(node string, onlyTerminated bool) {
+	objs, _ := c.caches.pods.GetIndexer().ByIndex(byNode, node)
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); !c.isAgent(p) && (!onlyTerminated || terminated(p)) {
+			c.podGoing(p, podIPs(p))
 		}
 	}
 }
 
-// podGoing reserves a pod's addresses if it is leaving a lost node: it will
-// never get a CNI DEL there, and Calico will free its addresses by GC. A
-// replica that does not lead remembers it instead: if the leader has just
-// died, nobody else saw it, and this replica may be the next to lead.
-func (c *Controller) podGoing(p *corev1.Pod) {
-	lp, ok := c.lostPodOf(p)
+// podGoing reserves ips of a selected pod whose node will not: see
+// coverage.go. A replica that does not lead remembers it instead: if the
+// leader has just died, nobody else saw it, and this replica may lead next.
+func (c *Controller) podGoing(p *corev1.Pod, ips []netip.Addr) {
+	lp, ok := c.lostPodOf(p, ips)
 	if !ok {
 		return
 	}
@@ -76,10 +115,11 @@ func (c *Controller) podGoing(p *corev1.Pod) {
 		c.remember(lp)
 		return
 	}
-	c.reserveLost(lp)
+	c.lost.add(lp)
 }
 
-// lostPod is a selected pod leaving a lost node, and what to reserve for it.
+// lostPod is a selected pod going from an uncovered node, and what to
+// reserve for it.
 type lostPod struct {
 	seen    time.Time
 	pod     string // namespace/name
@@ -88,43 +128,107 @@ type lostPod struct {
 	entries []reserve.Entry
 }
 
-func (c *Controller) lostPodOf(p *corev1.Pod) (lostPod, bool) {
-	if p.Spec.NodeName == "" || len(p.Status.PodIPs) == 0 && p.Status.PodIP == "" {
+func (c *Controller) lostPodOf(p *corev1.Pod, ips []netip.Addr) (lostPod, bool) {
+	if p.Spec.NodeName == "" || len(ips) == 0 {
 		return lostPod{}, false
 	}
-	node, gone := c.nodeState(p.Spec.NodeName)
-	if !gone && !nodeLost(node) {
-		return lostPod{}, false // a live kubelet will tear it down and the agent will reserve
+	reason := c.uncovered(p.Spec.NodeName)
+	if reason == "" {
+		return lostPod{}, false // a live agent will reserve at the DEL
 	}
+	node, _ := c.nodeState(p.Spec.NodeName)
 	d := selection.Decide(selection.Of(node), selection.Of(c.caches.namespace(p.Namespace)), selection.Of(p), c.config.Get().Selectors)
-	if d.Outcome != selection.Selected {
+	if d.Verdict != selection.Selected {
 		return lostPod{}, false
 	}
 	now := c.now()
-	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: nodeLostEntries(p, now)}, true
+	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: podEntries(p, ips, reason, now)}, true
 }
 
-func (c *Controller) reserveLost(lp lostPod) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := c.store.Reserve(ctx, lp.node, lp.entries)
-	if err != nil {
-		slog.Error("could not reserve a lost node's pod; Calico's GC may free its addresses", "pod", lp.pod, "node", lp.node, "err", err)
-		return
+// podIPs are the pod's addresses as its status gives them.
+func podIPs(p *corev1.Pod) []netip.Addr {
+	seen := map[netip.Addr]bool{}
+	var out []netip.Addr
+	add := func(s string) {
+		if ip, err := netip.ParseAddr(s); err == nil && !seen[ip.Unmap()] {
+			seen[ip.Unmap()] = true
+			out = append(out, ip.Unmap())
+		}
 	}
-	c.metrics.nodeLost.Add(float64(len(res.Added)))
-	slog.Info("reserved for a pod on a lost node", "pod", lp.pod, "node", lp.node, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", lp.rule)
+	for _, ip := range p.Status.PodIPs {
+		add(ip.IP)
+	}
+	add(p.Status.PodIP)
+	return out
+}
+
+// droppedIPs are addresses old had and p no longer has: a new sandbox.
+func droppedIPs(old, p *corev1.Pod) []netip.Addr {
+	now := map[netip.Addr]bool{}
+	for _, ip := range podIPs(p) {
+		now[ip] = true
+	}
+	var out []netip.Addr
+	for _, ip := range podIPs(old) {
+		if !now[ip] && len(now) > 0 {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func podEntries(p *corev1.Pod, ips []netip.Addr, reason string, now time.Time) []reserve.Entry {
+	out := make([]reserve.Entry, 0, len(ips))
+	for _, ip := range ips {
+		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: now.UTC()}
+		e.SetPod(p)
+		out = append(out, e)
+	}
+	return out
+}
+
+// deletedNode is a Node's last state, kept for its pods' late deletes.
+type deletedNode struct {
+	node *corev1.Node
+	at   time.Time
+}
+
+// nodeState is the node as last seen, and whether it is deleted.
+func (c *Controller) nodeState(name string) (*corev1.Node, bool) {
+	if n := c.caches.node(name); n != nil {
+		return n, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deletedNodes[name].node, true
+}
+
+// pruneDeletedNodes forgets deleted nodes once no cached pod is left on
+// them and the look-back window has passed.
+func (c *Controller) pruneDeletedNodes() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, d := range c.deletedNodes {
+		if c.now().Sub(d.at) < c.missedWindow() {
+			continue
+		}
+		if objs, _ := c.caches.pods.GetIndexer().ByIndex(byNode, name); len(objs) == 0 {
+			delete(c.deletedNodes, name)
+		}
+	}
+}
+
+// missedWindow is how far back a new leader looks. client-go's worst case
+// for a takeover after the leader dies just after renewing: a follower
+// notices the renewal up to one jittered retry (x2.2) late, waits out the
+// lease, and tries again only at its next jittered retry; a leader that is
+// cut off rather than dead keeps acting until its renew deadline.
+func (c *Controller) missedWindow() time.Duration {
+	return c.opts.LeaseDuration + c.opts.RenewDeadline + 5*c.opts.RetryPeriod
 }
 
 // maxRemembered bounds a follower's memory of lost pods.
 const maxRemembered = 10000
-
-// missedWindow is how far back a new leader looks: a dead leader renewed
-// the lease no longer ago than its duration plus a few of the retries in
-// which this replica noticed, so whatever went before, it saw.
-func (c *Controller) missedWindow() time.Duration {
-	return c.opts.LeaseDuration + 3*c.opts.RetryPeriod
-}
 
 func (c *Controller) remember(lp lostPod) {
 	c.mu.Lock()
@@ -141,11 +245,11 @@ func (c *Controller) remember(lp lostPod) {
 	}
 	c.missed = append(keep, lp)
 	c.metrics.remembered.Set(float64(len(c.missed)))
-	slog.Debug("a lost node's pod went while this replica did not lead; remembered for a takeover", "pod", lp.pod, "node", lp.node)
+	slog.Debug("an uncovered node's pod went while this replica did not lead; remembered for a takeover", "pod", lp.pod, "node", lp.node)
 }
 
-// takeMissed returns what went from lost nodes since the last leader's
-// renewal, and forgets the rest.
+// takeMissed returns what went from uncovered nodes since the last
+// leader's renewal, and forgets the rest.
 func (c *Controller) takeMissed() []lostPod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -161,55 +265,40 @@ func (c *Controller) takeMissed() []lostPod {
 	return out
 }
 
-// nodeState is the node as last seen, and whether it is deleted.
-func (c *Controller) nodeState(name string) (*corev1.Node, bool) {
-	if n := c.caches.node(name); n != nil {
-		return n, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deletedNodes[name], true
-}
-
-// coverLostNodes reserves, on taking the lease, for pods that went from lost
-// nodes while no replica was leading: those deleted since the last leader
-// last renewed, as this replica saw them go, and those still being deleted.
-// Reserving is idempotent, so what the old leader did already is unchanged.
-func (c *Controller) coverLostNodes(ctx context.Context) {
+// coverLostNodes, on taking the lease, reserves for pods that went from
+// uncovered nodes while no replica was leading: those this replica saw go
+// since the last leader last renewed, and those still going. Reserving is
+// idempotent, so what the old leader did already is unchanged.
+func (c *Controller) coverLostNodes() {
 	missed := c.takeMissed()
 	if len(missed) > 0 {
-		slog.Info("reserving for lost nodes' pods that went while no replica led", "pods", len(missed))
+		slog.Info("reserving for uncovered nodes' pods that went while no replica led", "pods", len(missed))
 	}
 	for _, lp := range missed {
-		if ctx.Err() != nil {
-			return
-		}
-		c.reserveLost(lp)
+		c.lost.add(lp)
 	}
 	for _, o := range c.caches.pods.GetStore().List() {
-		if ctx.Err() != nil {
-			return
-		}
 		p := o.(*corev1.Pod)
-		if _, gone := c.nodeState(p.Spec.NodeName); p.DeletionTimestamp != nil || gone {
-			c.podGoing(p)
+		if _, gone := c.nodeState(p.Spec.NodeName); !c.isAgent(p) && (terminated(p) || gone) {
+			c.podGoing(p, podIPs(p))
 		}
 	}
 }
 
-func nodeLostEntries(p *corev1.Pod, now time.Time) []reserve.Entry {
-	ips := map[string]bool{}
-	for _, ip := range p.Status.PodIPs {
-		ips[ip.IP] = true
+// watchAway notices, each pass, the opted-in nodes whose agent stopped
+// being ready, and takes up their pods that terminated before.
+func (c *Controller) watchAway() {
+	away := map[string]bool{}
+	for _, o := range c.caches.nodes.GetStore().List() {
+		n := o.(*corev1.Node)
+		if selection.NodeOptedIn(selection.Of(n)) && c.uncovered(n.Name) == ReasonAgentAway {
+			away[n.Name] = true
+			if !c.away[n.Name] {
+				slog.Warn("capo-agent is not ready on an opted-in node: the controller reserves its pods' teardowns until it is", "node", n.Name)
+				c.scanNode(n.Name, true)
+			}
+		}
 	}
-	if p.Status.PodIP != "" {
-		ips[p.Status.PodIP] = true
-	}
-	var out []reserve.Entry
-	for ip := range ips {
-		e := reserve.Entry{IP: ip, Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reserve.ReasonNodeLost, ReservedAt: now.UTC()}
-		e.SetPod(p)
-		out = append(out, e)
-	}
-	return out
+	c.away = away
+	c.metrics.agentsAway.Set(float64(len(away)))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -42,6 +43,8 @@ func (c *Controller) pass(ctx context.Context) error {
 	released, err := c.apply(ctx, plan)
 	c.gauges(entries, released, cfg.IPReserveMaxCount)
 	c.countLostNodes()
+	c.watchAway()
+	c.pruneDeletedNodes()
 	if err != nil {
 		return err
 	}
@@ -126,7 +129,9 @@ func (c *Controller) countLostNodes() {
 	c.metrics.lostNodes.Set(float64(n))
 }
 
-// manualRequests turns the nodes' release annotations into addresses.
+// manualRequests turns the nodes' release annotations into addresses. A
+// request that matches nothing is said on the node (an Event), not dropped
+// in silence: the operator may have mistyped an address.
 func (c *Controller) manualRequests(entries []reserve.Entry) (map[string]bool, []string) {
 	manual := map[string]bool{}
 	var nodes []string
@@ -137,15 +142,23 @@ func (c *Controller) manualRequests(entries []reserve.Entry) (map[string]bool, [
 			continue
 		}
 		nodes = append(nodes, n.Name)
+		matched := 0
 		for _, e := range entries {
 			if e.Node == n.Name && matchesManual(v, e) {
 				manual[e.IP] = true
+				matched++
 			}
+		}
+		if matched == 0 {
+			c.recorder.Eventf(n, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s=%q matches no address capo holds for this node; see kubectl capo list --node %s", ReleaseAnnotation, v, n.Name)
+			slog.Warn("a release by hand matched nothing", "node", n.Name, "request", v)
 		}
 	}
 	return manual, nodes
 }
 
+// matchesManual: "all", "pod=<namespace>/<name>", or addresses (any
+// spelling: fd00:0::1, FD00::1 and fd00::1/128 are one address).
 func matchesManual(v string, e reserve.Entry) bool {
 	v = strings.TrimSpace(v)
 	switch {
@@ -154,12 +167,26 @@ func matchesManual(v string, e reserve.Entry) bool {
 	case strings.HasPrefix(v, "pod="):
 		return strings.TrimPrefix(v, "pod=") == e.Namespace+"/"+e.Pod
 	}
-	for _, ip := range strings.Split(v, ",") {
-		if strings.TrimSpace(ip) == e.IP {
+	held, ok := parseAddr(e.IP)
+	for _, s := range strings.Split(v, ",") {
+		if want, okw := parseAddr(s); ok && okw && want == held {
+			return true
+		}
+		if strings.TrimSpace(s) == e.IP { // a CIDR wider than one address, as held
 			return true
 		}
 	}
 	return false
+}
+
+// parseAddr reads an address, or a single-address CIDR, in any spelling.
+func parseAddr(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Addr().Unmap(), p.IsSingleIP()
+	}
+	a, err := netip.ParseAddr(s)
+	return a.Unmap(), err == nil
 }
 
 func (c *Controller) clearManual(ctx context.Context, node string) {

@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -20,7 +21,7 @@ type caches struct {
 	nodes, pods                         cache.SharedIndexInformer
 }
 
-func newCaches(kube kubernetes.Interface) *caches {
+func newCaches(kube kubernetes.Interface, agents labels.Selector) *caches {
 	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(stripManagedFields))
 	c := &caches{
 		factory:    f,
@@ -30,8 +31,9 @@ func newCaches(kube kubernetes.Interface) *caches {
 		deploys:    f.Apps().V1().Deployments().Informer(),
 		nodes:      f.Core().V1().Nodes().Informer(),
 	}
-	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod))
+	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod(agents)))
 	c.pods = pods.Core().V1().Pods().Informer()
+	_ = c.pods.AddIndexers(cache.Indexers{byNode: indexByNode})
 	return c
 }
 
@@ -59,18 +61,29 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// trimPod keeps what selection, node loss and events need.
-func trimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+// trimPod keeps what selection, node coverage and events need; an agent
+// pod also keeps its readiness.
+func trimPod(agents labels.Selector) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return obj, nil
+		}
+		out := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+				Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
+			Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+			Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, PodIP: p.Status.PodIP, Phase: p.Status.Phase},
+		}
+		if agents.Matches(labels.Set(p.Labels)) {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+				}
+			}
+		}
+		return out, nil
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, PodIP: p.Status.PodIP, Phase: p.Status.Phase},
-	}, nil
 }
 
 // world is what the planner needs from the caches.

@@ -16,7 +16,13 @@ import (
 
 // Holder is the config in force; readers call Get on every use, so a reload
 // takes effect at once without a restart.
-type Holder struct{ v atomic.Pointer[Config] }
+type Holder struct {
+	v atomic.Pointer[Config]
+	// loaded: the config in force is the operator's (a valid ConfigMap, or
+	// none at all, which means the defaults), not merely the defaults this
+	// process started with. An invalid ConfigMap at start leaves it false.
+	loaded atomic.Bool
+}
 
 // NewHolder starts with c.
 func NewHolder(c *Config) *Holder {
@@ -27,6 +33,16 @@ func NewHolder(c *Config) *Holder {
 
 // Get returns the config in force.
 func (h *Holder) Get() *Config { return h.v.Load() }
+
+// Loaded reports whether the config in force is the one the operator asked
+// for. Until it is, nothing may be released on the strength of defaults.
+func (h *Holder) Loaded() bool { return h.loaded.Load() }
+
+// Set puts c in force as the operator's config.
+func (h *Holder) Set(c *Config) {
+	h.v.Store(c)
+	h.loaded.Store(true)
+}
 
 // Watch keeps h in step with the ConfigMap namespace/name. An invalid
 // config is reported and the last good one stays; a deleted ConfigMap
@@ -43,10 +59,13 @@ func Watch(ctx context.Context, kube kubernetes.Interface, namespace, name strin
 			return
 		}
 		c, err := fromConfigMap(cm)
-		if err != nil {
+		switch {
+		case err != nil && !h.Loaded():
+			slog.Error("config rejected at start: until it is fixed capo-controller releases nothing and capo-agent decides on the defaults", "configmap", namespace+"/"+name, "err", err)
+		case err != nil:
 			slog.Error("config rejected; the last good config stays in force", "configmap", namespace+"/"+name, "err", err)
-		} else {
-			h.v.Store(c)
+		default:
+			h.Set(c)
 			slog.Info("config loaded", "configmap", namespace+"/"+name, "ipReserveTime", c.IPReserveTime,
 				"ipReserveMaxCount", c.IPReserveMaxCount, "ipReleasePeriod", c.IPReleasePeriod, "selectors", len(c.Selectors))
 		}
@@ -56,12 +75,19 @@ func Watch(ctx context.Context, kube kubernetes.Interface, namespace, name strin
 		AddFunc:    load,
 		UpdateFunc: func(_, obj any) { load(obj) },
 		DeleteFunc: func(any) {
-			h.v.Store(Default())
+			h.Set(Default())
 			slog.Warn("config deleted; using the defaults", "configmap", namespace+"/"+name)
 			onLoad(nil)
 		},
 	})
 	go inf.Run(ctx.Done())
+	go func() {
+		// No ConfigMap at all is the operator's choice of the defaults.
+		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) && len(inf.GetStore().List()) == 0 {
+			h.Set(h.Get())
+			slog.Info("no config ConfigMap; the defaults are in force", "configmap", namespace+"/"+name)
+		}
+	}()
 	return inf.HasSynced
 }
 

@@ -124,6 +124,8 @@ type AddrRecord struct {
 	Pod         wire.PodRef `json:"pod"`
 	IPs         []string    `json:"ips"`
 	Created     time.Time   `json:"created"`
+	// AtAdd is the agent's decision for the pod at ADD, when it gave one.
+	AtAdd *wire.Decision `json:"atAdd,omitempty"`
 }
 
 // Handle is Calico's IPAM handle for the sandbox.
@@ -145,11 +147,15 @@ func (d Dir) RecordAddrs(r *AddrRecord) error {
 
 // Addrs returns the addresses RecordAddrs stored, or nil.
 func (d Dir) Addrs(network, containerID, ifName string) []string {
-	r := readAddrRecord(filepath.Join(d.addrsDir(), key(network, containerID, ifName)))
-	if r == nil {
-		return nil
+	if r := d.AddrRecord(network, containerID, ifName); r != nil {
+		return r.IPs
 	}
-	return r.IPs
+	return nil
+}
+
+// AddrRecord returns what RecordAddrs stored, or nil.
+func (d Dir) AddrRecord(network, containerID, ifName string) *AddrRecord {
+	return readAddrRecord(filepath.Join(d.addrsDir(), key(network, containerID, ifName)))
 }
 
 // AddrRecords lists every ADD record that can be read.
@@ -192,4 +198,10 @@ func (d Dir) ForgetAddrs(network, containerID, ifName string) error {
 		return err
 	}
 	return nil
+}
+
+// RemoveAddrRecords removes every ADD record: capo is leaving the node and
+// nothing will read them again.
+func (d Dir) RemoveAddrRecords() error {
+	return os.RemoveAll(d.addrsDir())
 }

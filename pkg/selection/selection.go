@@ -24,13 +24,14 @@ const (
 	Disabled = "disabled"
 )
 
-// Outcome is what the decision means for the teardown.
-type Outcome string
+// Verdict is what the decision means for the teardown. (What capo-ipam is
+// told back, wire.Outcome, has more cases: what was actually written.)
+type Verdict string
 
 const (
-	Selected       Outcome = "selected"
-	NotSelected    Outcome = "not-selected"
-	NodeNotOptedIn Outcome = "node-not-opted-in"
+	Selected       Verdict = "selected"
+	NotSelected    Verdict = "not-selected"
+	NodeNotOptedIn Verdict = "node-not-opted-in"
 )
 
 // Object is the labels and annotations of a Node, Namespace or Pod; nil means
@@ -43,7 +44,7 @@ type Object struct {
 // Decision is an outcome and the rule that produced it, in words an
 // operator can act on.
 type Decision struct {
-	Outcome Outcome
+	Verdict Verdict
 	Rule    string
 }
 
@@ -53,13 +54,14 @@ type Selector struct {
 	Selector labels.Selector
 }
 
-// NodeLabel opts a node in like the annotation, and lets pods that must
-// not land on opted-in nodes (fixed-address pods) say so with node affinity.
-const NodeLabel = "capo.io/ip-reserve"
+// NodeOptInLabel opts a node in like the annotation, and lets pods that
+// must not land on opted-in nodes (fixed-address pods) say so with node
+// affinity.
+const NodeOptInLabel = "capo.io/ip-reserve"
 
 // NodeOptedIn reports whether a node's annotation or label opts it in.
 func NodeOptedIn(node *Object) bool {
-	return node != nil && (node.Annotations[NodeAnnotation] == Enabled || node.Labels[NodeLabel] == Enabled)
+	return node != nil && (node.Annotations[NodeAnnotation] == Enabled || node.Labels[NodeOptInLabel] == Enabled)
 }
 
 // Calico's fixed-address annotations: the calico plugin rejects pods that

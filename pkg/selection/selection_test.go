@@ -34,12 +34,12 @@ func TestDecide(t *testing.T) {
 	cases := []struct {
 		name          string
 		node, ns, pod *Object
-		want          Outcome
+		want          Verdict
 		rule          string
 	}{
 		{"node unknown", nil, nsOn, pod(sts, ""), NodeNotOptedIn, "node lacks"},
 		{"node not annotated", &Object{}, nsOn, pod(sts, Enabled), NodeNotOptedIn, "node lacks"},
-		{"node labelled instead", &Object{Labels: map[string]string{NodeLabel: Enabled}}, nsOn, pod(sts, ""), Selected, "selector"},
+		{"node labelled instead", &Object{Labels: map[string]string{NodeOptInLabel: Enabled}}, nsOn, pod(sts, ""), Selected, "selector"},
 		{"node annotated wrong value", &Object{Annotations: map[string]string{NodeAnnotation: "true"}}, nsOn, pod(sts, ""), NodeNotOptedIn, "node lacks"},
 		{"statefulset pod in enabled namespace", optedIn, nsOn, pod(sts, ""), Selected, "selector statefulset.kubernetes.io/pod-name exists"},
 		{"kafka broker in enabled namespace", optedIn, nsOn, pod(kafka, ""), Selected, "selector brokerId exists"},
@@ -59,7 +59,7 @@ func TestDecide(t *testing.T) {
 				s = nil
 			}
 			d := Decide(tc.node, tc.ns, tc.pod, s)
-			if d.Outcome != tc.want || !strings.Contains(d.Rule, tc.rule) {
+			if d.Verdict != tc.want || !strings.Contains(d.Rule, tc.rule) {
 				t.Fatalf("got %+v, want %s with rule containing %q", d, tc.want, tc.rule)
 			}
 		})

@@ -1,4 +1,4 @@
-// Package wire is the one place the request and response between capo-ipam
+// Package wire is the one place the requests and responses between capo-ipam
 // and capo-agent are defined; both sides import it. HTTP+JSON on a unix
 // socket, bodies read through a size limit.
 package wire
@@ -6,7 +6,7 @@ package wire
 // DefaultSocket is where the agent listens on the host.
 const DefaultSocket = "/var/run/capo/agent.sock"
 
-// ReservePath is the one endpoint capo-ipam calls.
+// ReservePath is where a DEL asks the agent to reserve before releasing.
 const ReservePath = "/v1/reserve"
 
 // AnnotationsPath answers a pod's Calico IPAM annotations from the agent's
@@ -33,6 +33,16 @@ type ReserveRequest struct {
 	// RecordedIPs are what capo-ipam saw the delegate assign at ADD, if it
 	// recorded them; otherwise the agent reads Calico's handle.
 	RecordedIPs []string `json:"recordedIPs,omitempty"`
+	// AtAdd is the agent's decision when the sandbox was added, if capo-ipam
+	// recorded one: what a DEL is decided on when the pod object is gone and
+	// forgotten (a DEL journaled long ago, replayed by a new agent).
+	AtAdd *Decision `json:"atAdd,omitempty"`
+}
+
+// Decision is whether a pod is selected, and the rule that says so.
+type Decision struct {
+	Selected bool   `json:"selected"`
+	Rule     string `json:"rule,omitempty"`
 }
 
 // Handle is Calico's IPAM handle for the sandbox.
@@ -67,8 +77,11 @@ type AnnotationsRequest struct {
 	Pod PodRef `json:"pod"`
 }
 
-// AnnotationsResponse carries only the cni.projectcalico.org/ annotations.
+// AnnotationsResponse carries only the cni.projectcalico.org/ annotations,
+// and whether the pod is selected as of this ADD (nil when the answer does
+// not come from the agent).
 type AnnotationsResponse struct {
 	Namespace map[string]string `json:"namespace,omitempty"`
 	Pod       map[string]string `json:"pod,omitempty"`
+	Decision  *Decision         `json:"decision,omitempty"`
 }

@@ -251,10 +251,10 @@ func TestLostNodeIsCovered(t *testing.T) {
 			return ok && r.Reason == reserve.ReasonNodeLost && r.OwnerName == "zk"
 		})
 		first := env.Reservations()[victim.IP()]
-		// Calico's IPAM GC frees the leaked allocation, as kube-controllers does.
-		if err := env.Calico.IPAM().ReleaseByHandle(ctx, victim.Handle()); err != nil {
-			t.Fatal(err)
-		}
+		// Calico's own IPAM GC frees the leaked allocation (the pod is gone).
+		gc := bed.StartKubeControllers(t, ds, 4*time.Second)
+		eventually(t, 60*time.Second, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(victim.IPs[0]) })
+		gc.Stop()
 		next := env.NewSandbox(env.CreatePod("zk-new", testbed.StatefulPod("zk")), conflist)
 		if err := next.Add(ctx); err == nil {
 			t.Fatalf("new pod got %s; the only free address is the lost pod's reserved %s", next.IP(), victim.IP())

@@ -18,9 +18,9 @@ import (
 	"github.com/capo-net/capo/test/testbed"
 )
 
-func renderChart(t *testing.T, release, namespace string, values map[string]any) []*unstructured.Unstructured {
+func renderChart(t *testing.T, release, namespace string, values map[string]any, apiVersions ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := deploy.Render(release, namespace, values)
+	out, err := deploy.Render(release, namespace, values, apiVersions...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestChartAppliesToARealAPIServer(t *testing.T) {
 	}
 	id := bed.Unique("")
 	cases := map[string]map[string]any{
-		"defaults": nil,
+		"defaults, with the Prometheus operator": nil,
 		"etcd, no monitoring, three controllers": {
 			"datastore":  map[string]any{"type": "etcdv3", "etcdEndpoints": "https://10.0.0.10:2379", "etcdTLSSecret": "calico-etcd-secrets"},
 			"controller": map[string]any{"replicas": 3, "tolerations": []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}}},
@@ -61,7 +61,7 @@ func TestChartAppliesToARealAPIServer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ns := "capo-dry-" + id + "-" + strings.Fields(name)[0][:4]
 			createNamespace(t, strings.TrimSuffix(ns, ","))
-			objs := renderChart(t, "capo", strings.TrimSuffix(ns, ","), values)
+			objs := renderChart(t, "capo", strings.TrimSuffix(ns, ","), values, deploy.MonitoringAPI...)
 			for _, err := range bed.Apply(ctx, objs, true) {
 				t.Error(err)
 			}

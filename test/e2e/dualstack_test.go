@@ -48,13 +48,13 @@ func TestDualStackReservedAndReleasedTogether(t *testing.T) {
 
 // ipFamilies selects the families under capo-ipam as under calico-ipam.
 func TestIPFamiliesParity(t *testing.T) {
-	eachDatastore(t, testIPFamiliesParity)
+	eachRelease(t, testIPFamiliesParity)
 }
 
-func testIPFamiliesParity(t *testing.T, ds testbed.Datastore) {
+func testIPFamiliesParity(t *testing.T, ds testbed.Datastore, rel string) {
 	ctx := context.Background()
 	for _, mode := range []testbed.IPAM{testbed.PlainCalico, testbed.Capo} {
-		env := bed.NewEnv(t, ds, testbed.EnvOptions{DualStack: true})
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{DualStack: true, CalicoRelease: rel})
 		for fam, want := range map[string]string{`["IPv6"]`: "6", `["IPv4"]`: "4", `["IPv4","IPv6"]`: "46"} {
 			sb := env.NewSandbox(env.CreatePod("f-"+want, testbed.WithAnnotations(map[string]string{"cni.projectcalico.org/ipFamilies": fam})), env.Conflist(mode))
 			if err := sb.Add(ctx); err != nil {

@@ -100,9 +100,9 @@ func offset(pool *net.IPNet, ip net.IP) int {
 }
 
 func TestScriptedSequenceMatchesPlainCalico(t *testing.T) {
-	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
-		plain := runScript(t, bed.NewEnv(t, ds, testbed.EnvOptions{}), testbed.PlainCalico)
-		capo := runScript(t, bed.NewEnv(t, ds, testbed.EnvOptions{}), testbed.Capo)
+	eachRelease(t, func(t *testing.T, ds testbed.Datastore, rel string) {
+		plain := runScript(t, bed.NewEnv(t, ds, testbed.EnvOptions{CalicoRelease: rel}), testbed.PlainCalico)
+		capo := runScript(t, bed.NewEnv(t, ds, testbed.EnvOptions{CalicoRelease: rel}), testbed.Capo)
 		if len(plain) == 0 {
 			t.Fatal("the script left no allocations; it proves nothing")
 		}

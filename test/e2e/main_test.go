@@ -19,3 +19,13 @@ func eachDatastore(t *testing.T, f func(t *testing.T, ds testbed.Datastore)) {
 		t.Run(string(ds), func(t *testing.T) { f(t, ds) })
 	}
 }
+
+// eachRelease runs f on each Calico datastore with each Calico release's
+// calico and calico-ipam binaries (testbed.CalicoReleases).
+func eachRelease(t *testing.T, f func(t *testing.T, ds testbed.Datastore, release string)) {
+	for _, rel := range testbed.CalicoReleases {
+		t.Run("calico-"+rel, func(t *testing.T) {
+			eachDatastore(t, func(t *testing.T, ds testbed.Datastore) { f(t, ds, rel) })
+		})
+	}
+}

@@ -18,8 +18,8 @@ type parityEnv struct {
 	gold, silver *net.IPNet
 }
 
-func newParityEnv(t *testing.T, ds testbed.Datastore, mode testbed.IPAM) *parityEnv {
-	env := bed.NewEnv(t, ds, testbed.EnvOptions{})
+func newParityEnv(t *testing.T, ds testbed.Datastore, rel string, mode testbed.IPAM) *parityEnv {
+	env := bed.NewEnv(t, ds, testbed.EnvOptions{CalicoRelease: rel})
 	return &parityEnv{env: env, mode: mode,
 		gold:   env.AddPool("gold-"+env.ID, 64, 27),
 		silver: env.AddPool("silver-"+env.ID, 128, 27)}
@@ -46,9 +46,9 @@ func (p *parityEnv) add(t *testing.T, name string, ann map[string]string) (strin
 // Under capo-ipam the pool and family annotations land where they land
 // under calico-ipam, and malformed ones fail the ADD as they do there.
 func TestCalicoPoolAnnotationsKeepWorking(t *testing.T) {
-	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
-		plain := newParityEnv(t, ds, testbed.PlainCalico)
-		capo := newParityEnv(t, ds, testbed.Capo)
+	eachRelease(t, func(t *testing.T, ds testbed.Datastore, rel string) {
+		plain := newParityEnv(t, ds, rel, testbed.PlainCalico)
+		capo := newParityEnv(t, ds, rel, testbed.Capo)
 		for _, side := range []*parityEnv{plain, capo} {
 			side.env.AnnotateNamespace(map[string]string{"cni.projectcalico.org/ipv4pools": fmt.Sprintf(`["silver-%s"]`, side.env.ID)})
 		}

@@ -34,15 +34,15 @@ func fillThenEvict(t *testing.T, env *testbed.Env, conflist []byte, opts ...test
 }
 
 func TestKubeletEvictionIsReservedWherePlainCalicoReuses(t *testing.T) {
-	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+	eachRelease(t, func(t *testing.T, ds testbed.Datastore, rel string) {
 		// Plain Calico, same setup: the freed address goes to the very next pod.
-		plain := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, NoAgent: true})
+		plain := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, NoAgent: true, CalicoRelease: rel})
 		victim, next := fillThenEvict(t, plain, plain.Conflist(testbed.PlainCalico))
 		if next != victim.IP() {
 			t.Fatalf("control: plain calico-ipam gave the new pod %q, expected the evicted pod's %s", next, victim.IP())
 		}
 
-		env := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, OptIn: true})
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, CalicoRelease: rel})
 		victim, next = fillThenEvict(t, env, env.Conflist(testbed.Capo))
 		if next != "" {
 			t.Fatalf("the new pod got %s; the only free address was the evicted pod's %s, which must be reserved", next, victim.IP())
@@ -64,9 +64,9 @@ func TestKubeletEvictionIsReservedWherePlainCalicoReuses(t *testing.T) {
 }
 
 func TestTeardownPathsReserve(t *testing.T) {
-	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+	eachRelease(t, func(t *testing.T, ds testbed.Datastore, rel string) {
 		ctx := context.Background()
-		env := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true})
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true, CalicoRelease: rel})
 		conflist := env.Conflist(testbed.Capo)
 		add := func(name string, opts ...testbed.PodOption) *testbed.Sandbox {
 			return env.AddPods(name, 1, conflist, opts...)[0]
@@ -191,9 +191,9 @@ func TestNotSelectedOrNotOptedInReleaseAsPlainCalico(t *testing.T) {
 }
 
 func TestAgentDownJournalsThenReservesAndReleases(t *testing.T) {
-	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+	eachRelease(t, func(t *testing.T, ds testbed.Datastore, rel string) {
 		ctx := context.Background()
-		env := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, OptIn: true})
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, CalicoRelease: rel})
 		conflist := env.Conflist(testbed.Capo)
 		sbs := env.AddPods("kafka", 7, conflist, testbed.StatefulPod("kafka"))
 		env.Agent.Stop()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,10 +31,11 @@ func (e *Env) Journal() journal.Dir { return journal.Dir{Root: e.StateDir()} }
 
 // Agent is a running capo-agent process for the env's node.
 type Agent struct {
-	env         *Env
-	proc        *proc
-	MetricsAddr string
-	logFile     string
+	env            *Env
+	proc           *proc
+	MetricsAddr    string
+	logFile        string
+	podNS, podName string // the agent's pod object, reported Ready while it runs
 }
 
 // AgentOptions are what a test may change about how the agent runs.
@@ -82,11 +84,34 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if err := waitHTTP(a.proc, "http://"+a.MetricsAddr+"/readyz", nil, "", 30*time.Second); err != nil {
 		e.T.Fatalf("capo-agent not ready (log %s): %v", filepath.Join(e.Dir, "agent.log"), err)
 	}
+	a.podNS, a.podName = ns, o.PodName
+	if a.podName == "" {
+		a.podName = "capo-agent-" + e.ID
+	}
+	if err := e.setAgentPodReady(a.podNS, a.podName, true); err != nil {
+		e.T.Fatal(err)
+	}
 	return a
 }
 
-// Stop ends the agent as a DaemonSet rollout would (SIGTERM).
-func (a *Agent) Stop() { a.proc.stop() }
+// Stop ends the agent as a DaemonSet rollout would (SIGTERM); its pod is
+// reported NotReady, as the kubelet's readiness probe would.
+func (a *Agent) Stop() {
+	a.proc.stop()
+	if a.podName != "" {
+		if err := a.env.setAgentPodReady(a.podNS, a.podName, false); err != nil {
+			a.env.T.Logf("testbed: %v", err)
+		}
+	}
+}
+
+// Kill ends the agent with SIGKILL, mid-whatever; its pod is reported
+// NotReady, as the kubelet would once the probe fails.
+func (a *Agent) Kill() {
+	_ = syscall.Kill(-a.proc.cmd.Process.Pid, syscall.SIGKILL)
+	<-a.proc.done
+	a.Stop()
+}
 
 // Log is what the process has logged so far.
 func (a *Agent) Log() string {

@@ -53,6 +53,8 @@ type Bed struct {
 	Kube         kubernetes.Interface
 
 	calico map[Datastore]clientv3.Interface
+	extra  extraBuilds
+	logf   func(string, ...any)
 	sp     *spawner
 	opts   Options
 	pki    *pki
@@ -115,7 +117,7 @@ func StartWith(ctx context.Context, logf func(string, ...any), opts Options) (*B
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}, opts: opts}
+	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}, logf: logf, opts: opts}
 	var err2 error
 	if b.region, b.lock, err2 = claimRegion(); err2 != nil {
 		return nil, err2

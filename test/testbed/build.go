@@ -89,7 +89,7 @@ func BuildBinaries(root, workDir string, skipCapo bool, logf func(string, ...any
 	if skipCapo {
 		return &Binaries{Etcd: b.Etcd, KubeAPIServer: b.KubeAPIServer, Calico: b.Calico}, nil
 	}
-	for pkg, out := range map[string]string{"./plugin/cmd/capo-ipam": b.CapoIPAM, "./daemon/cmd/capo-agent": b.CapoAgent, "./daemon/cmd/capo-controller": b.CapoController, "./install/cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
+	for pkg, out := range map[string]string{"./cmd/capo-ipam": b.CapoIPAM, "./cmd/capo-agent": b.CapoAgent, "./cmd/capo-controller": b.CapoController, "./cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
 		if err := goBuild(root, pkg, out); err != nil {
 			return nil, err
 		}

@@ -41,6 +41,9 @@ type Env struct {
 	Kube      kubernetes.Interface
 	Dir       string
 	Agent     *Agent // the node's capo-agent, unless EnvOptions.NoAgent
+	// BinDir is the node's CNI bin dir: calico and calico-ipam of the env's
+	// Calico release, and capo-ipam.
+	BinDir string
 
 	logOnce sync.Once
 	log     *os.File
@@ -56,6 +59,9 @@ type EnvOptions struct {
 	// DualStack adds an IPv6 pool (a /120) and has the chain assign both
 	// families (assign_ipv6: "true").
 	DualStack bool
+	// CalicoRelease picks the calico and calico-ipam binaries (one of
+	// CalicoReleases); the default is the pinned release.
+	CalicoRelease string
 }
 
 // NewEnv makes a fresh node, pool and namespace; t.Cleanup tears down every
@@ -75,6 +81,10 @@ func (b *Bed) NewEnv(t testing.TB, ds Datastore, opts EnvOptions) *Env {
 	e := &Env{
 		T: t, Bed: b, DS: ds, ID: fmt.Sprintf("r%de%d", b.region, n),
 		Calico: b.calico[ds], Kube: b.Kube,
+	}
+	var err error
+	if e.BinDir, err = b.CalicoBinDir(opts.CalicoRelease); err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
 	e.Node = "node-" + e.ID
 	e.Namespace = "ns-" + e.ID
@@ -117,7 +127,10 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 	}
 	if e.DS == Etcd {
 		// On etcd, Calico keeps its own Node; on Kubernetes it reads the Node above.
-		if _, err := e.Calico.Nodes().Create(ctx, &libapiv3.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels}}, options.SetOptions{}); err != nil {
+		// calico-node ties it to the Kubernetes node, as kube-controllers' IPAM GC needs.
+		cn := &libapiv3.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels},
+			Spec: libapiv3.NodeSpec{OrchRefs: []libapiv3.OrchRef{{Orchestrator: "k8s", NodeName: e.Node}}}}
+		if _, err := e.Calico.Nodes().Create(ctx, cn, options.SetOptions{}); err != nil {
 			return fmt.Errorf("calico node: %w", err)
 		}
 	}

@@ -128,3 +128,13 @@ func (e *Env) Free(ctx context.Context, ip net.IP) (bool, error) {
 	}
 	return true, nil
 }
+
+// Holder is the handle ip is allocated to, or "" when it is free.
+func (s *IPAMState) Holder(ip net.IP) string {
+	for h, ips := range s.ByHandle {
+		if slices.Contains(ips, ip.String()) {
+			return h
+		}
+	}
+	return ""
+}

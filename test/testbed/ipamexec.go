@@ -37,7 +37,7 @@ func (e *Env) IPAMNetConf(mode IPAM) []byte {
 func (e *Env) ExecIPAM(ctx context.Context, plugin, command string, netconf []byte, sb *Sandbox) (time.Duration, error) {
 	start := time.Now()
 	raw := &invoke.RawExec{Stderr: e.pluginLog()}
-	_, err := raw.ExecPlugin(ctx, filepath.Join(e.Bed.CNIBinDir, plugin), netconf, ipamEnv(command, sb, e.Bed.CNIBinDir))
+	_, err := raw.ExecPlugin(ctx, filepath.Join(e.BinDir, plugin), netconf, ipamEnv(command, sb, e.BinDir))
 	el := time.Since(start)
 	if err != nil {
 		return el, fmt.Errorf("%s %s: %w", plugin, command, err)
@@ -91,7 +91,7 @@ func (e *Env) ExecIPAMPeaks(ctx context.Context, plugin, command string, netconf
 	probe := filepath.Join(e.Dir, "probe-bin")
 	hwm := filepath.Join(e.Dir, "probe-hwm")
 	if _, err := os.Stat(probe); err != nil {
-		script := fmt.Sprintf("#!/bin/sh\ngrep '^VmHWM:' /proc/$PPID/status > %s\nexec %s \"$@\"\n", hwm, filepath.Join(e.Bed.CNIBinDir, "calico-ipam"))
+		script := fmt.Sprintf("#!/bin/sh\ngrep '^VmHWM:' /proc/$PPID/status > %s\nexec %s \"$@\"\n", hwm, filepath.Join(e.BinDir, "calico-ipam"))
 		if err := os.MkdirAll(probe, 0o755); err != nil {
 			return Peaks{}, err
 		}
@@ -100,7 +100,7 @@ func (e *Env) ExecIPAMPeaks(ctx context.Context, plugin, command string, netconf
 		}
 	}
 	_ = os.Remove(hwm)
-	cmd := exec.CommandContext(ctx, filepath.Join(e.Bed.CNIBinDir, plugin))
+	cmd := exec.CommandContext(ctx, filepath.Join(e.BinDir, plugin))
 	cmd.Env = ipamEnv(command, sb, probe)
 	cmd.Stdin = bytes.NewReader(netconf)
 	cmd.Stderr = e.pluginLog()

@@ -48,7 +48,7 @@ func (e *Env) NewSandbox(pod *corev1.Pod, conflist []byte) *Sandbox {
 		Env: e, Pod: pod, conflist: list,
 		ContainerID: NewContainerID(),
 		nsName:      fmt.Sprintf("%s%d-%d", netnsPrefix, os.Getpid(), e.Bed.seq.Add(1)),
-		cni:         libcni.NewCNIConfigWithCacheDir([]string{e.Bed.CNIBinDir}, filepath.Join(e.Dir, "cni-cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.pluginLog()}, PluginDecoder: version.PluginDecoder{}}),
+		cni:         libcni.NewCNIConfigWithCacheDir([]string{e.BinDir}, filepath.Join(e.Dir, "cni-cache"), &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: e.pluginLog()}, PluginDecoder: version.PluginDecoder{}}),
 	}
 	s.NetNS = filepath.Join(netnsDir, s.nsName)
 	s.IfName = "eth0"

@@ -1,6 +1,6 @@
 module github.com/capo-net/capo/test/tools
 
-go 1.25.0
+go 1.26.0
 
 replace (
 	// k8s.io/kubernetes requires its staging modules at v0.0.0; pin them to the release.

@@ -19,17 +19,18 @@ import (
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-// Facts are what a decision reads: this node, a namespace, a pod.
-type Facts interface {
+// Cluster is the part of the cluster a decision reads: this node, a
+// namespace, a pod.
+type Cluster interface {
 	Node() *corev1.Node
 	Namespace(name string) *corev1.Namespace
 	Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod
 }
 
-// informerFacts serves Facts from informers: pods on this node only, all
+// informerCluster serves Cluster from informers: pods on this node only, all
 // namespaces, this Node. Deleted pods are remembered for a while, so a DEL
 // that arrives after a force delete is decided on the pod's real labels.
-type informerFacts struct {
+type informerCluster struct {
 	kube     kubernetes.Interface
 	nodeName string
 	memory   func() time.Duration
@@ -42,7 +43,7 @@ type informerFacts struct {
 }
 
 // onNodeChange calls f with this node whenever it changes.
-func (f *informerFacts) onNodeChange(fn func(*corev1.Node)) {
+func (f *informerCluster) onNodeChange(fn func(*corev1.Node)) {
 	call := func(obj any) {
 		if n, ok := obj.(*corev1.Node); ok {
 			fn(n)
@@ -60,10 +61,10 @@ type tombstone struct {
 	expires time.Time
 }
 
-var _ Facts = (*informerFacts)(nil)
+var _ Cluster = (*informerCluster)(nil)
 
-func newInformerFacts(kube kubernetes.Interface, nodeName string, memory func() time.Duration, now func() time.Time) *informerFacts {
-	f := &informerFacts{kube: kube, nodeName: nodeName, memory: memory, now: now, deleted: map[types.UID]tombstone{}}
+func newInformerCluster(kube kubernetes.Interface, nodeName string, memory func() time.Duration, now func() time.Time) *informerCluster {
+	f := &informerCluster{kube: kube, nodeName: nodeName, memory: memory, now: now, deleted: map[types.UID]tombstone{}}
 	onNode := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
 	}))
@@ -79,7 +80,7 @@ func newInformerFacts(kube kubernetes.Interface, nodeName string, memory func() 
 }
 
 // run starts the informers and reports when their caches are synced.
-func (f *informerFacts) run(ctx context.Context) bool {
+func (f *informerCluster) run(ctx context.Context) bool {
 	for _, inf := range []cache.SharedIndexInformer{f.pods, f.nodes, f.namespaces} {
 		go inf.Run(ctx.Done())
 	}
@@ -87,7 +88,7 @@ func (f *informerFacts) run(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), f.pods.HasSynced, f.nodes.HasSynced, f.namespaces.HasSynced)
 }
 
-func (f *informerFacts) remember(obj any) {
+func (f *informerCluster) remember(obj any) {
 	pod, ok := kubeclient.Deleted[corev1.Pod](obj)
 	if !ok {
 		return
@@ -97,7 +98,7 @@ func (f *informerFacts) remember(obj any) {
 	f.mu.Unlock()
 }
 
-func (f *informerFacts) expire(ctx context.Context) {
+func (f *informerCluster) expire(ctx context.Context) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
@@ -117,18 +118,18 @@ func (f *informerFacts) expire(ctx context.Context) {
 	}
 }
 
-func (f *informerFacts) Node() *corev1.Node {
+func (f *informerCluster) Node() *corev1.Node {
 	return kubeclient.Cached[corev1.Node](f.nodes, f.nodeName)
 }
 
-func (f *informerFacts) Namespace(name string) *corev1.Namespace {
+func (f *informerCluster) Namespace(name string) *corev1.Namespace {
 	return kubeclient.Cached[corev1.Namespace](f.namespaces, name)
 }
 
 // Pod finds the pod the sandbox belonged to: the live object if its UID
 // matches, else a remembered deleted one, else the API server (a pod the
 // watch has not delivered yet). nil means unknown.
-func (f *informerFacts) Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod {
+func (f *informerCluster) Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod {
 	if ref.Name == "" {
 		return nil
 	}
@@ -150,7 +151,7 @@ func (f *informerFacts) Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod {
 	return p
 }
 
-func (f *informerFacts) tombstone(ref wire.PodRef) *corev1.Pod {
+func (f *informerCluster) tombstone(ref wire.PodRef) *corev1.Pod {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ref.UID != "" {

@@ -1,34 +1,15 @@
 package controller
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/capo-net/capo/pkg/reserve"
 )
-
-func TestMatchesManual(t *testing.T) {
-	e := reserve.Entry{IP: "10.0.0.2", Namespace: "kafka", Pod: "broker-1"}
-	for v, want := range map[string]bool{
-		"all":                 true,
-		" all ":               true,
-		"10.0.0.2":            true,
-		"10.0.0.1, 10.0.0.2":  true,
-		"10.0.0.20":           false,
-		"pod=kafka/broker-1":  true,
-		"pod=kafka/broker-10": false,
-		"pod=other/broker-1":  false,
-		"":                    false,
-	} {
-		if got := matchesManual(v, e); got != want {
-			t.Errorf("%q: %v, want %v", v, got, want)
-		}
-	}
-}
 
 func TestNodeLost(t *testing.T) {
 	ready := func(s corev1.ConditionStatus) *corev1.Node {
@@ -64,12 +45,13 @@ func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
 		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "big", Image: "x"}}},
 		Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}, PodIP: "10.0.0.1"},
 	}
-	o, _ := trimPod(p)
+	agents, _ := labels.Parse(DefaultAgentSelector)
+	o, _ := trimPod(agents)(p)
 	got := o.(*corev1.Pod)
 	if len(got.Spec.Containers) != 0 || len(got.ManagedFields) != 0 {
 		t.Fatal("trimPod kept what it should drop")
 	}
-	es := nodeLostEntries(got, time.Unix(100, 0))
+	es := podEntries(got, podIPs(got), reserve.ReasonNodeLost, time.Unix(100, 0))
 	if len(es) != 2 || es[0].Node != "n1" || es[0].OwnerName != "zk" || es[0].PodUID != "u" || es[0].Reason != reserve.ReasonNodeLost || got.DeletionTimestamp == nil {
 		t.Fatalf("entries from the trimmed pod: %+v", es)
 	}
@@ -77,28 +59,19 @@ func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
 
 // A replica that does not lead remembers lost pods for as long as a dead
 // leader's last renewal can be behind a takeover, and hands them over once.
-func TestRememberedLostPodsWindow(t *testing.T) {
-	now := time.Unix(1010, 0) // the takeover
-	c := &Controller{opts: Options{LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}
-	at := func(sec int64, pod string) lostPod { return lostPod{seen: time.Unix(sec, 0), pod: pod} }
-	c.remember(at(900, "old")) // pruned by the next remember: 21 s window
-	c.remember(at(985, "before-window"))
-	c.remember(at(995, "in-window"))
-	c.remember(at(999, "just-now"))
-	if len(c.missed) != 3 {
-		t.Fatalf("remembered %d, want 3 (the oldest pruned)", len(c.missed))
+
+// An agent pod keeps its readiness through the trim; other pods keep none.
+func TestTrimPodKeepsAgentReadiness(t *testing.T) {
+	agents, _ := labels.Parse(DefaultAgentSelector)
+	status := corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue, Message: "long text"}}}
+	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app.kubernetes.io/name": "capo", "app.kubernetes.io/component": "agent"}}, Status: status}
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Status: status}
+	a, _ := trimPod(agents)(agent)
+	o, _ := trimPod(agents)(other)
+	if !podReady(a.(*corev1.Pod)) || len(a.(*corev1.Pod).Status.Conditions) != 1 || a.(*corev1.Pod).Status.Conditions[0].Message != "" {
+		t.Fatalf("agent pod: %+v", a.(*corev1.Pod).Status.Conditions)
 	}
-	got := c.takeMissed()
-	if len(got) != 2 || got[0].pod != "in-window" || got[1].pod != "just-now" {
-		t.Fatalf("handed over %+v", got)
-	}
-	if again := c.takeMissed(); len(again) != 0 {
-		t.Fatalf("handed over twice: %+v", again)
-	}
-	for i := range maxRemembered + 5 {
-		c.remember(at(999, fmt.Sprint(i)))
-	}
-	if len(c.missed) != maxRemembered || c.missed[len(c.missed)-1].pod != fmt.Sprint(maxRemembered+4) {
-		t.Fatalf("bound not kept: %d", len(c.missed))
+	if len(o.(*corev1.Pod).Status.Conditions) != 0 {
+		t.Fatalf("other pod kept conditions: %+v", o.(*corev1.Pod).Status.Conditions)
 	}
 }

@@ -13,7 +13,7 @@ func TestCLI(t *testing.T) {
 	bin, conf := filepath.Join(root, "bin"), filepath.Join(root, "net.d")
 	_ = os.MkdirAll(bin, 0o755)
 	_ = os.MkdirAll(conf, 0o755)
-	orig, _ := os.ReadFile("../../testdata/dual-stack.conflist")
+	orig, _ := os.ReadFile("../../install/testdata/dual-stack.conflist")
 	_ = os.WriteFile(filepath.Join(conf, "10-calico.conflist"), orig, 0o644)
 	src := filepath.Join(root, "capo-ipam")
 	_ = os.WriteFile(src, []byte("binary"), 0o755)

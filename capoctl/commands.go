@@ -1,4 +1,4 @@
-package main
+package capoctl
 
 import (
 	"encoding/json"
@@ -160,11 +160,11 @@ func (c *cli) explain(ref string) error {
 	}
 	cfg := c.config()
 	d := selection.Decide(selection.Of(node), selection.Of(nsObj), selection.Of(pod), cfg.Selectors)
-	verdict := map[selection.Outcome]string{
+	verdict := map[selection.Verdict]string{
 		selection.Selected:       "RESERVED on teardown",
 		selection.NotSelected:    "released on teardown, as plain Calico would",
 		selection.NodeNotOptedIn: "released on teardown, as plain Calico would",
-	}[d.Outcome]
+	}[d.Verdict]
 	fmt.Fprintf(c.out, "pod %s on node %q: %s\n  rule: %s\n", ref, pod.Spec.NodeName, verdict, d.Rule)
 	fmt.Fprintf(c.out, "  node opted in: %v (annotation or label %s=%s)\n", selection.NodeOptedIn(selection.Of(node)), selection.NodeAnnotation, selection.Enabled)
 	fmt.Fprintf(c.out, "  namespace %s label %s=%q\n", ns, selection.NamespaceLabel, nsObj.Labels[selection.NamespaceLabel])
@@ -174,7 +174,7 @@ func (c *cli) explain(ref string) error {
 	if key := selection.FixedAddress(selection.Of(pod)); key != "" && selection.NodeOptedIn(selection.Of(node)) {
 		fmt.Fprintf(c.out, "  WARNING: %s: the calico plugin rejects this pod on an opted-in node\n", key)
 	}
-	if d.Outcome == selection.Selected {
+	if d.Verdict == selection.Selected {
 		fmt.Fprintf(c.out, "  a reservation lasts up to %s (ipReserveTime), less if more than %d are held, or once its workload is gone\n", cfg.IPReserveTime, cfg.IPReserveMaxCount)
 	}
 	rows, err := c.rows(filter{pod: ref})

@@ -14,8 +14,8 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/controller"
-	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/version"
@@ -23,7 +23,11 @@ import (
 
 func main() {
 	os.Exit(daemon.Main("capo-controller", parseFlags, func(ctx context.Context, opts controller.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
-		return controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits)).Run(ctx)
+		c, err := controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits), calico.IPAM())
+		if err != nil {
+			return err
+		}
+		return c.Run(ctx)
 	}))
 }
 
@@ -55,6 +59,7 @@ Flags:
 	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader tries to renew before giving up the lease")
 	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9468", "address serving /metrics, /healthz and /readyz")
+	fs.StringVar(&o.AgentSelector, "agent-selector", controller.DefaultAgentSelector, "labels of the capo-agent pods in --namespace: a node without a ready one has its pods' teardowns reserved by the controller")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err
 	}

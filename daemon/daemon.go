@@ -27,7 +27,7 @@ import (
 // Run sets up logging and the clients, then runs start until SIGINT or
 // SIGTERM. It returns the process exit code.
 func Run(component string, level slog.Level, datastoreQPS float32, start func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error) int {
-	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", component))
+	SetupLogs(os.Stderr, component, level)
 	kube, err := kubeclient.Kubernetes(component, 50)
 	if err != nil {
 		slog.Error("startup", "err", err)

@@ -14,8 +14,8 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/agent"
-	"github.com/capo-net/capo/pkg/daemon"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/version"

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,13 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/kubeclient"
-	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/version"
 )
 
@@ -81,23 +78,13 @@ Flags:
 	case "uninstall":
 		out, err = install.Uninstall(o)
 	case "check":
-		var rep *install.Report
-		rep, err = install.Check(o)
-		if err != nil {
-			break
-		}
-		full := checkReport{Report: rep}
-		if *node != "" {
-			full.FixedAddressPods, full.FixedAddressPodsNotChecked = fixedAddressPods(*node)
-			if rep.Installed && len(full.FixedAddressPods) > 0 {
-				rep.Problem = fmt.Sprintf("%d pods on this node carry fixed-address annotations the calico plugin rejects under capo-ipam; move them to nodes that are not opted in", len(full.FixedAddressPods))
-			}
-		}
-		out = full
-		if rep.Problem != "" {
-			printJSON(stdout, out)
+		var rep *install.NodeReport
+		rep, err = install.CheckNode(o, *node, func() (kubernetes.Interface, error) { return kubeclient.Kubernetes("capo-install", 5) })
+		if err == nil && rep.Problem != "" {
+			printJSON(stdout, rep)
 			return 1
 		}
+		out = rep
 	default:
 		fs.Usage()
 		return 2
@@ -113,35 +100,4 @@ Flags:
 func printJSON(w io.Writer, v any) {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	fmt.Fprintln(w, string(b))
-}
-
-// checkReport is what check prints: the files, and the pods that will not
-// start here while capo-ipam is installed.
-type checkReport struct {
-	*install.Report
-	FixedAddressPods           []string `json:",omitempty"`
-	FixedAddressPodsNotChecked string   `json:",omitempty"`
-}
-
-// fixedAddressPods lists the node's pods carrying Calico's fixed-address
-// annotations, or says why it could not.
-func fixedAddressPods(node string) ([]string, string) {
-	kube, err := kubeclient.Kubernetes("capo-install", 5)
-	if err != nil {
-		return nil, err.Error()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		return nil, err.Error()
-	}
-	var out []string
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if key := selection.FixedAddress(selection.Of(p)); key != "" {
-			out = append(out, p.Namespace+"/"+p.Name+" ("+key+")")
-		}
-	}
-	return out, ""
 }

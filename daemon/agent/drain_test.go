@@ -1,0 +1,48 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+type fakeReleaser struct{ released int }
+
+func (f *fakeReleaser) Release(context.Context, *journal.Record) error { f.released++; return nil }
+
+// A DEL journaled while the agent was away is replayed: reserve, then
+// release; but an address Calico has meanwhile given to another pod is not
+// reserved under the old pod's name.
+func TestReplayNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
+	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "redis-3", Namespace: "db", Annotations: map[string]string{selection.PodAnnotation: selection.Enabled}}}
+	j := journal.Dir{Root: t.TempDir()}
+	req := wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: "redis-3"},
+		RecordedIPs: []string{"10.0.0.3", "10.0.0.4"}}
+	if _, err := j.Write(&journal.Record{Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	ipam := &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}, holders: map[string]string{
+		"10.0.0.3": "k8s-pod-network.c1",    // still this sandbox's: the DEL kept it allocated
+		"10.0.0.4": "k8s-pod-network.other", // freed by Calico's GC and given to another pod
+	}}
+	r, rel := &fakeReserver{}, &fakeReleaser{}
+	cl := &fakeCluster{node: optedIn, pod: pod}
+	d := &drainer{journal: j, ipam: ipam, decider: testDecider(cl, ipam, r, time.Now), release: rel,
+		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics()}
+	d.drain(context.Background())
+	if len(r.got) != 1 || r.got[0].IP != "10.0.0.3" {
+		t.Fatalf("reserved %+v, want only 10.0.0.3", r.got)
+	}
+	if pending, _ := j.Pending(); len(pending) != 0 || rel.released != 1 {
+		t.Fatalf("journal %d left, released %d", len(pending), rel.released)
+	}
+}

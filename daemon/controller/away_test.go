@@ -1,0 +1,265 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
+)
+
+// memStore records Reserve calls; failures fail the next calls.
+type memStore struct {
+	mu       sync.Mutex
+	held     map[string]reserve.Entry
+	failures int
+}
+
+func (s *memStore) Reserve(_ context.Context, node string, es []reserve.Entry) (*reserve.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failures > 0 {
+		s.failures--
+		return nil, errors.New("conflict storm")
+	}
+	res := &reserve.Result{}
+	for _, e := range es {
+		if _, ok := s.held[e.IP]; ok {
+			res.AlreadyHeld = append(res.AlreadyHeld, e.IP)
+			continue
+		}
+		e.Node = node
+		s.held[e.IP] = e
+		res.Added = append(res.Added, e.IP)
+	}
+	return res, nil
+}
+func (s *memStore) Release(context.Context, string, []string) ([]string, error) { return nil, nil }
+func (s *memStore) List(context.Context) ([]reserve.Entry, error)               { return nil, nil }
+func (s *memStore) ListNode(context.Context, string) ([]reserve.Entry, error)   { return nil, nil }
+
+func (s *memStore) get(ip string) (reserve.Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.held[ip]
+	return e, ok
+}
+
+// holders answers who holds an address: namespace/pod, or free.
+type holders struct {
+	mu sync.Mutex
+	by map[string][2]string
+}
+
+func (h *holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[string]string, *string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	who, ok := h.by[ip.String()]
+	if !ok {
+		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: ip.String()}
+	}
+	handle := "k8s-pod-network." + who[1]
+	return map[string]string{"namespace": who[0], "pod": who[1]}, &handle, nil
+}
+
+func (h *holders) set(ip, ns, pod string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.by[ip] = [2]string{ns, pod}
+}
+
+type awayBed struct {
+	t     *testing.T
+	c     *Controller
+	kube  *fake.Clientset
+	store *memStore
+	ipam  *holders
+}
+
+func newAwayBed(t *testing.T) *awayBed {
+	yes := true
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-agent-a",
+		Labels: map[string]string{"app.kubernetes.io/name": "capo", "app.kubernetes.io/component": "agent"}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-0", UID: "u0", Labels: map[string]string{"brokerId": "0"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "s0", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}}}
+	b := &awayBed{t: t, kube: fake.NewClientset(node, ns, agent, broker), store: &memStore{held: map[string]reserve.Entry{}},
+		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}}}
+	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, b.store, b.ipam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if !c.caches.start(ctx.Done()) {
+		t.Fatal("caches did not sync")
+	}
+	c.leading.Store(true)
+	c.config.Set(config.Default())
+	go c.runLost(ctx)
+	b.c = c
+	return b
+}
+
+func (b *awayBed) updatePod(ns, name string, f func(*corev1.Pod)) {
+	b.t.Helper()
+	p, err := b.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	f(p)
+	if _, err := b.kube.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *awayBed) agentReady(ready bool) {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	b.updatePod("capo-system", "capo-agent-a", func(p *corev1.Pod) { p.Status.Conditions[0].Status = st })
+	waitFor(b.t, "the agent's readiness seen", func() bool { return b.c.agentReady("n1") == ready })
+	b.c.watchAway()
+}
+
+func (b *awayBed) evict() {
+	b.updatePod("kafka", "broker-0", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "Evicted" })
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// held waits a moment for the queue, then reports whether ip is reserved.
+func (b *awayBed) held(ip string) (reserve.Entry, bool) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		if e, ok := b.store.get(ip); ok || time.Now().After(deadline) {
+			return e, ok
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestEvictionWithTheAgentReadyIsLeftToTheAgent(t *testing.T) {
+	b := newAwayBed(t)
+	b.evict()
+	if e, ok := b.held("10.0.0.5"); ok {
+		t.Fatalf("the controller reserved a covered node's teardown: %+v", e)
+	}
+}
+
+func TestEvictionWithTheAgentAwayIsReservedByTheController(t *testing.T) {
+	b := newAwayBed(t)
+	b.agentReady(false)
+	b.evict()
+	e, ok := b.held("10.0.0.5")
+	if !ok || e.Reason != ReasonAgentAway || e.Pod != "broker-0" || e.OwnerName != "broker" || e.Node != "n1" {
+		t.Fatalf("reservation %+v (held %v)", e, ok)
+	}
+}
+
+// Pods that terminated before the agent went away are taken up when the
+// controller notices it is away; their DELs are journaled.
+func TestAgentGoingAwayTakesUpTerminatedPods(t *testing.T) {
+	b := newAwayBed(t)
+	b.evict()
+	if _, ok := b.held("10.0.0.5"); ok {
+		t.Fatal("reserved while the agent was ready")
+	}
+	b.agentReady(false)
+	if _, ok := b.held("10.0.0.5"); !ok {
+		t.Fatal("a terminated pod of a node whose agent went away was not taken up")
+	}
+}
+
+func TestNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
+	for name, holder := range map[string][2]string{"another pod": {"web", "web-1"}, "free (agent already through)": {}} {
+		t.Run(name, func(t *testing.T) {
+			b := newAwayBed(t)
+			b.agentReady(false)
+			if holder[0] == "" {
+				b.ipam.mu.Lock()
+				delete(b.ipam.by, "10.0.0.5")
+				b.ipam.mu.Unlock()
+			} else {
+				b.ipam.set("10.0.0.5", holder[0], holder[1])
+			}
+			b.evict()
+			if e, ok := b.held("10.0.0.5"); ok {
+				t.Fatalf("reserved %+v", e)
+			}
+		})
+	}
+}
+
+// A failed write is retried until written: the pod's event never comes again.
+func TestFailedReservationsAreRetried(t *testing.T) {
+	b := newAwayBed(t)
+	b.agentReady(false)
+	b.store.mu.Lock()
+	b.store.failures = 3
+	b.store.mu.Unlock()
+	b.evict()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := b.store.get("10.0.0.5"); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never written after the store recovered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Nothing is reserved on a guess before the operator's config is loaded;
+// the work waits and is done once it is.
+func TestNoSelectionBeforeTheConfigIsLoaded(t *testing.T) {
+	b := newAwayBed(t)
+	b.agentReady(false)
+	b.c.config = config.NewHolder(config.Default()) // as at start: defaults, not loaded
+	b.evict()
+	if _, ok := b.held("10.0.0.5"); ok {
+		t.Fatal("reserved before the config was loaded")
+	}
+	b.c.config.Set(config.Default())
+	b.c.onConfig(nil)
+	waitFor(t, "the reservation after the config loaded", func() bool { _, ok := b.store.get("10.0.0.5"); return ok })
+}
+
+// A new sandbox under a running pod: its old address, still allocated to
+// the pod (the DEL journaled), is reserved when the agent is away.
+func TestNewSandboxWithTheAgentAwayReservesTheOldAddress(t *testing.T) {
+	b := newAwayBed(t)
+	b.agentReady(false)
+	b.ipam.set("10.0.0.9", "kafka", "broker-0")
+	b.updatePod("kafka", "broker-0", func(p *corev1.Pod) { p.Status.PodIP, p.Status.PodIPs = "10.0.0.9", []corev1.PodIP{{IP: "10.0.0.9"}} })
+	if _, ok := b.held("10.0.0.5"); !ok {
+		t.Fatal("the old sandbox's address was not reserved")
+	}
+	if _, ok := b.store.get("10.0.0.9"); ok {
+		t.Fatal("the running sandbox's address was reserved")
+	}
+}

@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// lostQueue retries the controller's own reservations until written: the
+// pod's Delete event does not come again. Work is keyed by node, so the
+// pods of a deleted Node become one write.
+type lostQueue struct {
+	q workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	pending map[string]map[string]reserve.Entry // node -> address -> entry
+}
+
+func newLostQueue() *lostQueue {
+	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
+	return &lostQueue{
+		q:       workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "capo-lost-pods"}),
+		pending: map[string]map[string]reserve.Entry{},
+	}
+}
+
+func (l *lostQueue) add(lp lostPod) {
+	l.mu.Lock()
+	m := l.pending[lp.node]
+	if m == nil {
+		m = map[string]reserve.Entry{}
+		l.pending[lp.node] = m
+	}
+	for _, e := range lp.entries {
+		if _, ok := m[e.IP]; !ok {
+			m[e.IP] = e
+		}
+	}
+	l.mu.Unlock()
+	slog.Info("reserving for a pod whose node will not", "pod", lp.pod, "node", lp.node, "reason", lp.entries[0].Reason, "rule", lp.rule)
+	l.q.Add(lp.node)
+}
+
+// take removes and returns a node's pending entries.
+func (l *lostQueue) take(node string) []reserve.Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.pending[node]
+	delete(l.pending, node)
+	out := make([]reserve.Entry, 0, len(m))
+	for _, e := range m {
+		out = append(out, e)
+	}
+	return out
+}
+
+// putBack returns entries that were not written, keeping newer ones.
+func (l *lostQueue) putBack(node string, entries []reserve.Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.pending[node]
+	if m == nil {
+		m = map[string]reserve.Entry{}
+		l.pending[node] = m
+	}
+	for _, e := range entries {
+		if _, ok := m[e.IP]; !ok {
+			m[e.IP] = e
+		}
+	}
+}
+
+// kick retries every pending node now: what held them back (not leading,
+// no config) has just changed.
+func (l *lostQueue) kick() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for node := range l.pending {
+		l.q.Forget(node)
+		l.q.Add(node)
+	}
+}
+
+func (l *lostQueue) depth() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.pending {
+		n += len(m)
+	}
+	return n
+}
+
+// runLost works the queue until ctx ends. It writes only while this replica
+// leads and the operator's config is loaded; until then the work waits.
+func (c *Controller) runLost(ctx context.Context) {
+	go func() { <-ctx.Done(); c.lost.q.ShutDown() }()
+	for {
+		node, quit := c.lost.q.Get()
+		if quit {
+			return
+		}
+		c.reserveLost(ctx, node)
+		c.lost.q.Done(node)
+		c.metrics.lostPending.Set(float64(c.lost.depth()))
+	}
+}
+
+func (c *Controller) reserveLost(ctx context.Context, node string) {
+	entries := c.lost.take(node)
+	if len(entries) == 0 {
+		c.lost.q.Forget(node)
+		return
+	}
+	retry := func(why string, err error) {
+		c.lost.putBack(node, entries)
+		c.lost.q.AddRateLimited(node)
+		if err != nil {
+			slog.Error("could not reserve for an uncovered node's pods yet; retrying", "node", node, "why", why, "err", err, "retries", c.lost.q.NumRequeues(node))
+		}
+	}
+	if !c.leading.Load() || !c.config.Loaded() {
+		retry("not leading, or the config is not loaded", nil)
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	keep, err := c.stillTheirs(wctx, entries)
+	if err != nil {
+		retry("reading Calico IPAM", err)
+		return
+	}
+	if len(keep) == 0 {
+		c.lost.q.Forget(node)
+		return
+	}
+	res, err := c.store.Reserve(wctx, node, keep)
+	if err != nil {
+		retry("writing the reservation", err)
+		return
+	}
+	c.lost.q.Forget(node)
+	c.metrics.nodeLost.Add(float64(len(res.Added)))
+	slog.Info("reserved for pods whose node will not", "node", node, "added", res.Added, "alreadyHeld", res.AlreadyHeld)
+}
+
+// stillTheirs drops the addresses that must not be reserved now: one Calico
+// has given to another pod, and, for a node whose agent is away, one no
+// longer allocated to its pod (the agent, or the release after it, has
+// already been through: a reservation now would only hold it again).
+func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]reserve.Entry, error) {
+	var keep []reserve.Entry
+	for _, e := range entries {
+		ip, err := netip.ParseAddr(e.IP)
+		if err != nil {
+			continue
+		}
+		h, err := calicoipam.Who(ctx, c.ipam, ip)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case h.Is(e.Namespace, e.Pod):
+		case h != nil:
+			slog.Warn("not reserving an address Calico has given to another pod", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "now", h.Namespace+"/"+h.Pod)
+			continue
+		case e.Reason == ReasonAgentAway:
+			continue
+		}
+		keep = append(keep, e)
+	}
+	return keep, nil
+}

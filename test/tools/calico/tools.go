@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package calico pins the Calico programs the test bed runs besides the CNI
+// plugin, at the release capo builds against: kube-controllers, whose IPAM
+// garbage collector frees leaked addresses.
+package calico
+
+import (
+	_ "github.com/projectcalico/calico/kube-controllers/cmd/kube-controllers"
+)
