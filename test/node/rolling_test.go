@@ -19,7 +19,9 @@ import (
 // tag, as a release upgrade would roll it) while a StatefulSet's pods are
 // deleted and re-created one after another: every address any of them
 // had is, at the end, either still allocated to that very pod or held for
-// it, never handed to another.
+// it, never handed to another. The second tag reaches the node only after
+// the old agent is gone, as a slow pull would: the teardowns in between
+// find no agent and go through the journal.
 func TestRollingUpdateUnderChurnLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	pool, cidr := bed.NewPool(t, 26)
@@ -28,29 +30,44 @@ func TestRollingUpdateUnderChurnLosesNothing(t *testing.T) {
 	h := bed.WatchPods(t, ns)
 	bed.StatefulSet(t, ns, "cass", 6, nodebed.Workload{})
 	bed.WaitRunning(t, ns, "app=cass", 6)
+	old, err := bed.AgentPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var deleted atomic.Int32
-	var maxJournal int
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		maxJournal = churn(ctx, ns, &deleted, stop)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		burstWhenAgentStops(ctx, ns, &deleted, stop)
-	}()
+	go func() { defer wg.Done(); churn(ctx, ns, &deleted, stop) }()
+	defer func() { close(stop); wg.Wait() }()
 	t.Cleanup(func() {
 		if err := bed.UpgradeChart(ctx, nodebed.CapoTags[0]); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := bed.UpgradeChart(ctx, nodebed.CapoTags[1]); err != nil {
-		close(stop)
-		wg.Wait()
+	if err := bed.ApplyChart(ctx, nodebed.CapoTags[1]); err != nil {
+		t.Fatal(err)
+	}
+	nodebed.Eventually(t, 60*time.Second, "the old agent pod gone", func() error {
+		if p := bed.Pod(nodebed.Namespace, old.Name); p != nil {
+			return fmt.Errorf("%s still there", old.Name)
+		}
+		return nil
+	})
+	deleteRunning(ctx, ns, 3, &deleted)
+	journaled := 0
+	nodebed.Eventually(t, 30*time.Second, "teardowns journaled while no agent runs", func() error {
+		p, err := nodebed.StateDir.Pending()
+		if journaled = len(p); err == nil && journaled == 0 {
+			err = fmt.Errorf("nothing journaled")
+		}
+		return err
+	})
+	if err := bed.ImportCapoTag(nodebed.CapoTags[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.WaitCapoReady(ctx, nodebed.CapoTags[1]); err != nil {
 		t.Fatal(err)
 	}
 	atUpdate := deleted.Load()
@@ -62,12 +79,7 @@ func TestRollingUpdateUnderChurnLosesNothing(t *testing.T) {
 	})
 	close(stop)
 	wg.Wait()
-	replayed := agentMetric(t, "capo_agent_del_decisions_total", `path="journal"`)
-	t.Logf("%d pods deleted, %d before the update finished; the journal held up to %d teardowns, the new agent replayed %v",
-		deleted.Load(), atUpdate, maxJournal, replayed)
-	if replayed == 0 {
-		t.Errorf("no teardown fell in the update's window without an agent: the test did not test the update")
-	}
+	stop = make(chan struct{}) // for the deferred close
 
 	current := bed.WaitRunning(t, ns, "app=cass", 6)
 	nodebed.Eventually(t, 90*time.Second, "every address of every incarnation allocated to it or held for it", func() error {
@@ -76,40 +88,45 @@ func TestRollingUpdateUnderChurnLosesNothing(t *testing.T) {
 		}
 		return accounted(ctx, h, current, cidr)
 	})
+	replayed := agentMetric(t, "capo_agent_del_decisions_total", `path="journal"`)
+	t.Logf("%d pods deleted, %d before the new agent ran; at least %d teardowns journaled meanwhile, %v replayed by the new agent",
+		deleted.Load(), atUpdate, journaled, replayed)
+	if replayed < float64(journaled) {
+		t.Errorf("the new agent replayed %v of the %d journaled teardowns", replayed, journaled)
+	}
 }
 
 // maxChurn bounds the deletions: each holds an address of the 64 for the TTL.
 const maxChurn = 40
 
-// churn deletes one running pod of ns about every second until stop, and
-// returns the journal's greatest depth seen meanwhile.
-func churn(ctx context.Context, ns string, deleted *atomic.Int32, stop chan struct{}) (maxJournal int) {
-	grace := int64(1)
+// churn deletes one running pod of ns about every second until stop.
+func churn(ctx context.Context, ns string, deleted *atomic.Int32, stop chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for deleted.Load() < maxChurn {
 		select {
 		case <-stop:
-			return maxJournal
+			return
 		case <-tick.C:
 		}
-		if p, _ := nodebed.StateDir.Pending(); len(p) > maxJournal {
-			maxJournal = len(p)
-		}
-		pods, err := bed.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cass"})
-		if err != nil {
-			continue
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-				if bed.Kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}) == nil {
-					deleted.Add(1)
-				}
-				break
-			}
+		deleteRunning(ctx, ns, 1, deleted)
+	}
+}
+
+// deleteRunning deletes up to n running pods of ns.
+func deleteRunning(ctx context.Context, ns string, n int, deleted *atomic.Int32) {
+	pods, err := bed.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cass"})
+	if err != nil {
+		return
+	}
+	grace := int64(1)
+	for _, p := range pods.Items {
+		if n > 0 && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil &&
+			bed.Kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}) == nil {
+			deleted.Add(1)
+			n--
 		}
 	}
-	return maxJournal
 }
 
 // accounted checks every address every pod of h ever had.
@@ -128,35 +145,4 @@ func accounted(ctx context.Context, h *nodebed.History, current map[string]*core
 		}
 	}
 	return nil
-}
-
-// burstWhenAgentStops deletes three running pods the moment the old agent
-// pod starts terminating, so their teardowns fall in the update's window.
-func burstWhenAgentStops(ctx context.Context, ns string, deleted *atomic.Int32, stop chan struct{}) {
-	tick := time.NewTicker(nodebed.PollInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		agents, err := bed.Kube.CoreV1().Pods(nodebed.Namespace).List(ctx, metav1.ListOptions{LabelSelector: nodebed.AgentSelector})
-		if err != nil || len(agents.Items) == 0 || agents.Items[0].DeletionTimestamp == nil {
-			continue
-		}
-		pods, err := bed.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cass"})
-		if err != nil {
-			continue
-		}
-		grace, n := int64(1), 0
-		for _, p := range pods.Items {
-			if n < 3 && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil &&
-				bed.Kube.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}) == nil {
-				deleted.Add(1)
-				n++
-			}
-		}
-		return
-	}
 }

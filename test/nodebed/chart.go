@@ -72,6 +72,14 @@ func (b *Bed) InstallChart(ctx context.Context, extra map[string]any) error {
 // upgrade --set image.tag=...` would, and waits until the agent and the
 // controllers run it.
 func (b *Bed) UpgradeChart(ctx context.Context, tag string) error {
+	if err := b.ApplyChart(ctx, tag); err != nil {
+		return err
+	}
+	return b.WaitCapoReady(ctx, tag)
+}
+
+// ApplyChart applies the chart with the image's tag and does not wait.
+func (b *Bed) ApplyChart(ctx context.Context, tag string) error {
 	out, err := deploy.Render(Release, Namespace, ChartValues(tag))
 	if err != nil {
 		return err
@@ -80,10 +88,7 @@ func (b *Bed) UpgradeChart(ctx context.Context, tag string) error {
 	if err != nil {
 		return err
 	}
-	if errs := b.Apply(ctx, objs, false); len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return b.WaitCapoReady(ctx, tag)
+	return errors.Join(b.Apply(ctx, objs, false)...)
 }
 
 // UninstallChart deletes the chart's objects in Helm's uninstall order, as

@@ -21,7 +21,9 @@ const (
 )
 
 // CapoTags are two tags of the same capo image: a DaemonSet update from
-// one to the other is a rolling update with nothing else changed.
+// one to the other is a rolling update with nothing else changed. Only the
+// first is imported at start; ImportCapoTag brings in the second when a
+// test wants it, the way a pull finishes on a real node.
 var CapoTags = []string{"1", "2"}
 
 // images are the bed's images once built.
@@ -64,7 +66,7 @@ func sleeperImage(ctx context.Context, root, dir string) (v1.ImageIndex, error) 
 }
 
 // importImages waits for the images and imports them: the sleeper as the
-// pause and the workload image, capo's under each of CapoTags.
+// pause and the workload image, capo's under its first tag.
 func (b *Bed) importImages(im *images) error {
 	<-im.done
 	if im.err != nil {
@@ -75,12 +77,13 @@ func (b *Bed) importImages(im *images) error {
 			return err
 		}
 	}
-	for _, tag := range CapoTags {
-		if err := b.writeAndImport(filepath.Join(b.ImagesDir, "capo.tar"), CapoRepository+":"+tag, im.capo); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.ImportCapoTag(CapoTags[0])
+}
+
+// ImportCapoTag imports capo's image under tag; importing it again is
+// harmless.
+func (b *Bed) ImportCapoTag(tag string) error {
+	return b.writeAndImport(filepath.Join(b.ImagesDir, "capo-"+tag+".tar"), CapoRepository+":"+tag, b.images.capo)
 }
 
 func (b *Bed) writeAndImport(archive, ref string, idx v1.ImageIndex) error {
