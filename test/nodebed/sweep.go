@@ -82,8 +82,10 @@ func shimPids() []int {
 }
 
 func killPids(pids []int, what string, logf func(string, ...any)) {
+	if len(pids) > 0 {
+		logf("nodebed: ending %d %s(es) of the node", len(pids), what)
+	}
 	for _, pid := range pids {
-		logf("nodebed: killing leftover %s %d", what, pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	deadline := time.Now().Add(10 * time.Second)
