@@ -18,7 +18,11 @@ import (
 )
 
 func configWith(extra string) string {
-	return "apiVersion: config.capo.io/v1\nkind: CapoConfig\nipReleasePeriod: 1s\n" + extra
+	period := "ipReleasePeriod: 1s\n"
+	if strings.Contains(extra, "ipReleasePeriod:") {
+		period = ""
+	}
+	return "apiVersion: config.capo.io/v1\nkind: CapoConfig\n" + period + extra
 }
 
 // eventually polls cond for up to d.
@@ -235,7 +239,8 @@ func TestLostNodeIsCovered(t *testing.T) {
 		ctx := context.Background()
 		env := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, OptIn: true})
 		conflist := env.Conflist(testbed.Capo)
-		sbs := env.AddPods("zk", 8, conflist, testbed.StatefulPod("zk"))
+		set := env.CreateStatefulSet("zk", 9) // it stands: no owner-gone release
+		sbs := env.AddPods("zk", 8, conflist, testbed.OwnedBy(set))
 		victim := sbs[5]
 		runningOn(t, env, victim)
 		env.SetConfig(configWith(""))
@@ -255,7 +260,7 @@ func TestLostNodeIsCovered(t *testing.T) {
 		gc := bed.StartKubeControllers(t, ds, 4*time.Second)
 		eventually(t, 60*time.Second, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(victim.IPs[0]) })
 		gc.Stop()
-		next := env.NewSandbox(env.CreatePod("zk-new", testbed.StatefulPod("zk")), conflist)
+		next := env.NewSandbox(env.CreatePod("zk-8", testbed.OwnedBy(set)), conflist)
 		if err := next.Add(ctx); err == nil {
 			t.Fatalf("new pod got %s; the only free address is the lost pod's reserved %s", next.IP(), victim.IP())
 		}
@@ -305,7 +310,7 @@ func TestLostNodePodDeletedWhileNoReplicaLeads(t *testing.T) {
 
 func TestDeletedNodeIsCovered(t *testing.T) {
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true})
-	sb := env.AddPods("kafka", 1, env.Conflist(testbed.Capo), testbed.StatefulPod("kafka"))[0]
+	sb := env.AddPods("kafka", 1, env.Conflist(testbed.Capo), testbed.OwnedBy(env.CreateStatefulSet("kafka", 1)))[0]
 	runningOn(t, env, sb)
 	env.StartController("c1")
 	env.Agent.Stop()

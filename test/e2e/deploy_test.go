@@ -112,7 +112,7 @@ func TestChartRBACIsEnough(t *testing.T) {
 
 	// Agent: decide and reserve, from the ADD record and from Calico's handle.
 	conflist := env.Conflist(testbed.Capo)
-	sbs := env.AddPods("kafka", 7, conflist, testbed.StatefulPod("kafka"))
+	sbs := env.AddPods("kafka", 7, conflist, testbed.OwnedBy(env.CreateStatefulSet("kafka", 7)))
 	if err := (journal.Dir{Root: env.StateDir()}).ForgetAddrs(testbed.NetworkName, sbs[0].ContainerID, "eth0"); err != nil {
 		t.Fatal(err)
 	}
