@@ -57,7 +57,7 @@ func WriteArchive(path, ref string, idx v1.ImageIndex, dockerArch string) error 
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), manifest, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), manifest, 0o600); err != nil {
 		return err
 	}
 	return tarDir(dir, path)

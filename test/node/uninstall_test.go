@@ -106,7 +106,7 @@ func noMissingAccount(ctx context.Context, since time.Time) error {
 		return err
 	}
 	for _, e := range evs.Items {
-		if e.LastTimestamp.Time.After(since) && strings.Contains(e.Message, "serviceaccount") {
+		if e.LastTimestamp.After(since) && strings.Contains(e.Message, "serviceaccount") {
 			return fmt.Errorf("%s %s: %s (ServiceAccounts and RBAC must come before the workloads)", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 		}
 	}

@@ -68,14 +68,20 @@ type Alloc struct {
 // Allocations reads every allocation block and returns what holds each
 // address inside cidr: the handle and the pod Calico noted.
 func (b *Bed) Allocations(ctx context.Context, cidr *net.IPNet) (map[string]Alloc, error) {
-	be := b.Calico.(interface{ Backend() bapi.Client }).Backend()
-	blocks, err := be.List(ctx, model.BlockListOptions{}, "")
+	bc, ok := b.Calico.(interface{ Backend() bapi.Client })
+	if !ok {
+		return nil, fmt.Errorf("the Calico client exposes no backend to read allocation blocks")
+	}
+	blocks, err := bc.Backend().List(ctx, model.BlockListOptions{}, "")
 	if err != nil {
 		return nil, fmt.Errorf("listing Calico's allocation blocks: %w", err)
 	}
 	out := map[string]Alloc{}
 	for _, kv := range blocks.KVPairs {
-		blk := kv.Value.(*model.AllocationBlock)
+		blk, ok := kv.Value.(*model.AllocationBlock)
+		if !ok {
+			return nil, fmt.Errorf("allocation block %v holds a %T", kv.Key, kv.Value)
+		}
 		for ord, idx := range blk.Allocations {
 			ip := blk.OrdinalToIP(ord)
 			if idx == nil || !cidr.Contains(ip.IP) {

@@ -91,7 +91,11 @@ func freePort(ip net.IP) (int, error) {
 		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	a, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("listener on %s has a %T address", ip, l.Addr())
+	}
+	return a.Port, nil
 }
 
 // makeCgroupRoot creates the kubelet's cgroup root in every hierarchy (the

@@ -67,8 +67,8 @@ func hostIP() (net.IP, error) {
 	c, err := net.Dial("udp4", "192.0.2.254:9")
 	if err == nil {
 		defer c.Close()
-		if ip := c.LocalAddr().(*net.UDPAddr).IP; !ip.IsLoopback() {
-			return ip, nil
+		if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsLoopback() {
+			return a.IP, nil
 		}
 	}
 	addrs, err := net.InterfaceAddrs()

@@ -23,8 +23,10 @@ func (b *Bed) Namespace(t testing.TB, name, pool string, selected bool) string {
 	t.Helper()
 	ctx := context.Background()
 	pools, _ := json.Marshal([]string{pool})
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Annotations: map[string]string{"cni.projectcalico.org/ipv4pools": string(pools)}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		Annotations: map[string]string{"cni.projectcalico.org/ipv4pools": string(pools)},
+	}}
 	if selected {
 		ns.Labels = map[string]string{"ip-reserve": "enabled"}
 	}
@@ -74,10 +76,13 @@ func (w Workload) PodSpec() corev1.PodSpec {
 		TerminationGracePeriodSeconds: &grace,
 		Containers: []corev1.Container{{
 			Name: "main", Image: SleeperImage, ImagePullPolicy: corev1.PullNever,
-			Args: []string{"-exit-on-term=" + strconv.Itoa(w.ExitOnTerm), "-grace=" + w.Grace.String(),
-				"-alloc-mib=" + strconv.Itoa(w.AllocMiB), "-alloc-on=" + w.AllocOn},
+			Args: []string{
+				"-exit-on-term=" + strconv.Itoa(w.ExitOnTerm), "-grace=" + w.Grace.String(),
+				"-alloc-mib=" + strconv.Itoa(w.AllocMiB), "-alloc-on=" + w.AllocOn,
+			},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceMemory: resource.MustParse(req), corev1.ResourceCPU: resource.MustParse("1m")}},
+				corev1.ResourceMemory: resource.MustParse(req), corev1.ResourceCPU: resource.MustParse("1m"),
+			}},
 		}},
 	}
 }

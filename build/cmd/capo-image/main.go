@@ -41,7 +41,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(c.out), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(c.out), 0o750); err != nil {
 		return err
 	}
 	work, err := os.MkdirTemp("", "capo-image-")
