@@ -27,17 +27,13 @@ const (
 	AgentSelector = "app.kubernetes.io/name=capo,app.kubernetes.io/component=agent"
 )
 
-// ChartValues are an operator's overrides for a locally imported image:
-// repository, tag and pull policy. The ServiceMonitor and PrometheusRule
-// are off because this cluster, like many, has no Prometheus operator
-// CRDs, and rendering them by default breaks the install there (reported).
+// ChartValues are an operator's only overrides for a locally imported
+// image: repository, tag and pull policy. (This cluster has no Prometheus
+// operator; the chart renders its ServiceMonitor and PrometheusRule only
+// where the API serves them.)
 func ChartValues(tag string) map[string]any {
 	return map[string]any{
 		"image": map[string]any{"repository": CapoRepository, "tag": tag, "pullPolicy": "Never"},
-		"metrics": map[string]any{
-			"serviceMonitor": map[string]any{"enabled": false},
-			"prometheusRule": map[string]any{"enabled": false},
-		},
 	}
 }
 
