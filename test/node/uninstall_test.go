@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/test/nodebed"
@@ -146,4 +150,69 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// The README's command for the reservations an uninstall leaves behind
+// (on the Kubernetes datastore) removes capo's IPReservations, run as
+// written with kubectl.
+func TestDocumentedCleanupRemovesReservations(t *testing.T) {
+	ctx := context.Background()
+	cmd := documentedCleanup(t)
+	pool, cidr := bed.NewPool(t, 29)
+	ns := bed.Namespace(t, "cleanup", pool, true)
+	bed.OptIn(t)
+	bed.StatefulSet(t, ns, "etcd", 1, nodebed.Workload{})
+	old := bed.WaitRunning(t, ns, "app=etcd", 1)["etcd-0"]
+	if err := bed.Kube.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nodebed.Eventually(t, 30*time.Second, "etcd-0's address held", func() error { return bed.Held(ctx, cidr, old.Status.PodIP, old) })
+	if err := bed.UninstallChart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = bed.RestoreCalicoCNI()
+		if err := bed.InstallChart(ctx, nil); err != nil {
+			t.Errorf("reinstalling the chart for later tests: %v", err)
+		}
+	})
+	out, err := bed.Kubectl(ctx, strings.Fields(strings.TrimPrefix(cmd, "kubectl "))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := capoReservations(t); len(left) > 0 {
+		bed.DeleteReservations(t, left)
+		t.Fatalf("the README's `%s` left capo's IPReservations %v (kubectl said: %s)", cmd, left, strings.TrimSpace(out))
+	}
+}
+
+// documentedCleanup is the README's kubectl command for deleting capo's
+// IPReservations, with <node> filled in.
+func documentedCleanup(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`(kubectl delete [^`]*ipreservation[^`]*)`").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README gives no kubectl command that deletes IPReservations; update this test with the one it gives")
+	}
+	return strings.ReplaceAll(string(m[1]), "<node>", bed.NodeName)
+}
+
+// capoReservations are the names of capo's IPReservation objects.
+func capoReservations(t *testing.T) []string {
+	t.Helper()
+	list, err := bed.Calico.IPReservations().List(context.Background(), options.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range list.Items {
+		if strings.HasPrefix(r.Name, "capo-") {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }

@@ -196,6 +196,9 @@ func lockHost() (*os.File, error) {
 	return f, nil
 }
 
+// RepoRoot is the repository the bed was built from.
+func (b *Bed) RepoRoot() string { return b.root }
+
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil

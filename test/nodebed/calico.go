@@ -134,3 +134,14 @@ func (b *Bed) Reserved(ctx context.Context) (map[string]bool, error) {
 	}
 	return out, nil
 }
+
+// DeleteReservations deletes IPReservations by name, so a test that found
+// them left behind does not leave them to the next.
+func (b *Bed) DeleteReservations(t testing.TB, names []string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := b.Calico.IPReservations().Delete(context.Background(), n, options.DeleteOptions{}); err != nil {
+			t.Errorf("deleting IPReservation %s: %v", n, err)
+		}
+	}
+}
