@@ -86,12 +86,14 @@ lint: $(GOLANGCI_LINT)
 unit: $(PROMTOOL)
 	CGO_ENABLED=1 CAPO_PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 $(UNIT_PKGS)
 
-## e2e: the real Calico chain on both datastores; builds etcd, kube-apiserver
-## and calico once into ~/.cache/capo-testbed (several minutes the first time).
+## e2e: the real Calico chain on both datastores, and capo as it ships on a
+## real node (test/node: a kubelet, containerd, the chart); builds etcd,
+## kube-apiserver, calico and the node's components once into
+## ~/.cache/capo-testbed (several minutes the first time).
 ## One test binary at a time (-p 1): each runs its own etcd and API server,
 ## and two cores do not carry three of each without stalls.
 e2e:
-	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:'; exit $${PIPESTATUS[0]}
+	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|nodebed:'; exit $${PIPESTATUS[0]}
 
 ## bench: calico-ipam alone vs through capo, side by side in one run; the
 ## release planner and the controller at 10 000 reservations.
