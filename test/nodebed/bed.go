@@ -52,6 +52,11 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the real-node bed runs containerd and a kubelet and must run as root")
 	}
+	// The bed reads and cleans the kubelet's cgroups by cgroup v1 paths, as
+	// on the machines REALNODE.md describes.
+	if !exists("/sys/fs/cgroup/memory/memory.usage_in_bytes") {
+		return nil, errors.New("the real-node bed needs cgroup v1 (/sys/fs/cgroup/memory); this machine has another layout")
+	}
 	lock, err := lockHost()
 	if err != nil {
 		return nil, err
