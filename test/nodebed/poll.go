@@ -45,20 +45,6 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() erro
 	}
 }
 
-// Consistently checks cond for the whole of d and fails at the first
-// error: for the promises that must hold over time ("the address stays
-// held"), where one look would prove nothing.
-func Consistently(t testing.TB, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if err := cond(); err != nil {
-			t.Fatalf("%s stopped holding: %v", what, err)
-		}
-		time.Sleep(PollInterval)
-	}
-}
-
 // History remembers every state of every pod of a namespace it has seen,
 // by UID: a pod's last status before its controller deletes it (an
 // evicted StatefulSet pod is gone within milliseconds), and every address
