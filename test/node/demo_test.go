@@ -19,7 +19,7 @@ import (
 func say(format string, a ...any) { fmt.Printf(format+"\n", a...) }
 
 // brokerMiB is what broker-3 holds, so the kubelet ranks it first.
-const brokerMiB = 2048
+const brokerMiB = 1024
 
 const (
 	plainLabel = "plain Calico"

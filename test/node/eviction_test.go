@@ -14,8 +14,10 @@ import (
 
 // victimMiB is what the victim holds: far above its request, so the
 // kubelet ranks it first, and large enough that the pressure threshold
-// tolerates other processes on a shared machine moving memory by half.
-const victimMiB = 2048
+// tolerates other processes on a shared machine moving memory by half of
+// it (PressureEvict takes the threshold again if they move more); small
+// enough to leave a busy machine's other users their memory.
+const victimMiB = 1024
 
 // A real kubelet node-pressure eviction of a StatefulSet pod on a full
 // pool: the kubelet evicts the pod (no API call), containerd runs the CNI
