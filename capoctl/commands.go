@@ -111,9 +111,12 @@ func (c *cli) list(f filter, output string) error {
 	return nil
 }
 
-func (c *cli) release(ips []string, pod, node string, yes bool) error {
-	if len(ips) == 0 && pod == "" && node == "" {
-		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, or --node NODE")
+func (c *cli) release(ips []string, pod, node string, all, yes bool) error {
+	if len(ips) == 0 && pod == "" && node == "" && !all {
+		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, --node NODE, or --all")
+	}
+	if all && (len(ips) > 0 || pod != "" || node != "") {
+		return fmt.Errorf("--all releases everything; give it alone")
 	}
 	want := map[string]bool{}
 	for _, ip := range ips {

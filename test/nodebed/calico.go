@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
 // The bed's pod addresses, well away from the e2e bed's 10.128.0.0/10: the
@@ -100,7 +101,7 @@ func (b *Bed) Allocations(ctx context.Context, cidr *net.IPNet) (map[string]Allo
 
 // Reservations are capo's reservations for the node, by address.
 func (b *Bed) Reservations(ctx context.Context) (map[string]reserve.Entry, error) {
-	got, err := reserve.NewCalicoStore(b.Calico, reserve.DefaultLimits).ListNode(ctx, b.NodeName)
+	got, err := calicostore.New(b.Calico, reserve.DefaultLimits).ListNode(ctx, b.NodeName)
 	if err != nil {
 		return nil, fmt.Errorf("reading capo's reservations for %s: %w", b.NodeName, err)
 	}
