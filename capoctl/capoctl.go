@@ -29,7 +29,7 @@ const usage = `capoctl %s: capo's IP reservations.
 
   capoctl list [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
       every address held: pod, node, reason, age, and when it expires
-  capoctl release IP... | --pod NS/NAME | --node N  [--yes]
+  capoctl release IP... | --pod NS/NAME | --node N | --all  [--yes]
       end reservations now (asks first); only the reservation goes, an address
       still allocated in Calico IPAM stays allocated
   capoctl explain NS/NAME
@@ -74,6 +74,7 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 	pod := fs.String("pod", "", "only this pod, as NAMESPACE/NAME (list, release)")
 	output := fs.String("o", "table", "list output: table, json or yaml")
 	yes := fs.Bool("yes", false, "release without asking")
+	all := fs.Bool("all", false, "every reservation capo holds (release), e.g. before uninstalling capo")
 	if len(args) == 0 {
 		fs.Usage()
 		return 2
@@ -104,7 +105,7 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 	case "list":
 		err = c.list(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
 	case "release":
-		err = c.release(positional, *pod, *node, *yes)
+		err = c.release(positional, *pod, *node, *all, *yes)
 	case "explain":
 		if len(positional) != 1 {
 			err = errors.New("explain takes one pod, as NAMESPACE/NAME")

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -68,7 +69,7 @@ func (c *cli) rows(f filter) ([]row, error) {
 	for _, e := range listing.Entries {
 		if f.match(e) {
 			r := row{IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
-				ReservedAt: e.ReservedAt, ExpiresAt: e.ReservedAt.Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName}
+				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName}
 			if !e.Seen.IsZero() {
 				r.Seen = &e.Seen
 			}
@@ -110,9 +111,12 @@ func (c *cli) list(f filter, output string) error {
 	return nil
 }
 
-func (c *cli) release(ips []string, pod, node string, yes bool) error {
-	if len(ips) == 0 && pod == "" && node == "" {
-		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, or --node NODE")
+func (c *cli) release(ips []string, pod, node string, all, yes bool) error {
+	if len(ips) == 0 && pod == "" && node == "" && !all {
+		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, --node NODE, or --all")
+	}
+	if all && (len(ips) > 0 || pod != "" || node != "") {
+		return fmt.Errorf("--all releases everything; give it alone")
 	}
 	want := map[string]bool{}
 	for _, ip := range ips {

@@ -9,7 +9,7 @@ import (
 )
 
 // The Go version is stated once, in go.mod; the Dockerfile's build stage and
-// the test tools module follow it.
+// the test tools modules follow it.
 func TestOneGoVersion(t *testing.T) {
 	root := filepath.Join(filepath.Dir(ChartDir()), "..", "..")
 	goLine := func(path string) string {
@@ -24,8 +24,10 @@ func TestOneGoVersion(t *testing.T) {
 		return string(m[1])
 	}
 	want := goLine(filepath.Join(root, "go.mod"))
-	if got := goLine(filepath.Join(root, "test", "tools", "go.mod")); got != want {
-		t.Errorf("test/tools/go.mod says go %s, go.mod says %s", got, want)
+	for _, mod := range []string{"test/tools", "test/tools/lint", "test/tools/promtool"} {
+		if got := goLine(filepath.Join(root, mod, "go.mod")); got != want {
+			t.Errorf("%s/go.mod says go %s, go.mod says %s", mod, got, want)
+		}
 	}
 	docker, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
 	if err != nil {

@@ -78,7 +78,7 @@ func (c *Controller) apply(ctx context.Context, plan []release.Release) (map[res
 			continue // already gone (someone else released it), or not reached
 		}
 		c.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
-		slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "held", c.now().Sub(r.ReservedAt).Round(time.Second))
+		slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "held", c.now().Sub(release.Since(r.Entry, c.now())).Round(time.Second).String())
 		if p := c.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
 			c.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
 		}
@@ -102,8 +102,8 @@ func (c *Controller) gauges(entries []reserve.Entry, released map[reserve.Ref]bo
 			reason = "unknown"
 		}
 		c.metrics.reserved.WithLabelValues(e.Node, reason).Inc()
-		if oldest.IsZero() || e.ReservedAt.Before(oldest) {
-			oldest = e.ReservedAt
+		if since := release.Since(e, c.now()); oldest.IsZero() || since.Before(oldest) {
+			oldest = since
 		}
 	}
 	c.metrics.maxCount.Set(float64(maxCount))

@@ -132,8 +132,16 @@ func (b *passBed) eventReasons() []string {
 	}
 }
 
+// held is an entry the controller first saw age ago.
 func held(ip, ns, pod string, age time.Duration) reserve.Entry {
-	return reserve.Entry{IP: ip, Namespace: ns, Pod: pod, PodUID: "u-" + pod, Reason: reserve.ReasonCNIDel, ReservedAt: now.Add(-age)}
+	return reserve.Entry{IP: ip, Namespace: ns, Pod: pod, PodUID: "u-" + pod, Reason: reserve.ReasonCNIDel, ReservedAt: now.Add(-age), Seen: now.Add(-age)}
+}
+
+// fresh is an entry written since the last pass: not seen yet.
+func fresh(ip, ns, pod string, age time.Duration) reserve.Entry {
+	e := held(ip, ns, pod, age)
+	e.Seen = time.Time{}
+	return e
 }
 
 // pod is a pod object whose UID is what held records for it.
@@ -146,7 +154,8 @@ func TestPassReleasesWhatIsDueAndStampsTheRest(t *testing.T) {
 	b := newPassBed(t, set, pod("kafka", "old-0"))
 	gone := held("10.0.0.3", "kafka", "broker-7", time.Minute)
 	gone.OwnerKind, gone.OwnerName, gone.OwnerUID = "StatefulSet", "broker", "s0" // replaced since by s1
-	b.reserve("n1", held("10.0.0.1", "kafka", "old-0", 2*time.Hour), held("fd00::1", "kafka", "new-0", time.Minute))
+	// new-0's node clock is two hours slow: its age is the controller's.
+	b.reserve("n1", held("10.0.0.1", "kafka", "old-0", 2*time.Hour), fresh("fd00::1", "kafka", "new-0", 2*time.Hour))
 	b.reserve("n2", gone)
 	b.pass()
 	got := b.held()

@@ -80,7 +80,7 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 	}
 	if over := len(kept) - l.MaxCount; over > 0 {
 		slices.SortStableFunc(kept, func(a, b reserve.Entry) int {
-			if c := a.ReservedAt.Compare(b.ReservedAt); c != 0 {
+			if c := Since(a, now).Compare(Since(b, now)); c != 0 {
 				return c
 			}
 			return strings.Compare(a.IP, b.IP)
@@ -110,10 +110,21 @@ func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 			}
 		}
 	}
-	if now.Sub(e.ReservedAt) >= l.TTL {
+	if now.Sub(Since(e, now)) >= l.TTL {
 		return TTL, true
 	}
 	return "", false
+}
+
+// Since is when an entry's age is counted from: when capo-controller first
+// saw it, by its own clock, so that one clock judges every reservation
+// whatever the clock of the node that wrote it says. An entry not seen yet
+// (written since the last pass, or added by hand) is new.
+func Since(e reserve.Entry, now time.Time) time.Time {
+	if e.Seen.IsZero() {
+		return now
+	}
+	return e.Seen
 }
 
 // ordinal is a StatefulSet pod's ordinal: "<set>-<n>".

@@ -27,16 +27,8 @@ func configWith(extra string) string {
 }
 
 // eventually polls cond for up to d.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is the bed's one wait, named short for these tests.
+var eventually = testbed.Eventually
 
 func held(env *testbed.Env, ip string) bool {
 	_, ok := env.Reservations()[ip]

@@ -1,0 +1,149 @@
+package deploy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The chart's alerts, unit-tested by Prometheus' own promtool as
+// kube-prometheus tests its alerts: each one fires on series that should
+// fire it and stays quiet on series that should not
+// (testdata/alerts-test.yaml). `make unit` builds promtool first.
+func TestAlertRules(t *testing.T) {
+	rules := renderedRules(t)
+	cases, err := os.ReadFile(filepath.Join("testdata", "alerts-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	everyAlertFiresAndStaysQuiet(t, rules, cases)
+
+	promtool := promtoolBinary(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "capo-rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "alerts-test.yaml"), cases, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "rules", "capo-rules.yaml"}, {"test", "rules", "alerts-test.yaml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("promtool %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// renderedRules is the spec of the PrometheusRule the chart renders where
+// the API serves it, as a Prometheus rule file.
+func renderedRules(t *testing.T) []byte {
+	t.Helper()
+	out, err := Render("capo", "capo-system", nil, MonitoringAPI...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Objects(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := find(t, objs, "PrometheusRule", "capo").Object["spec"]
+	b, err := yaml.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// everyAlertFiresAndStaysQuiet holds the test file to its promise: an alert
+// added to the chart without a firing and a quiet case fails here.
+func everyAlertFiresAndStaysQuiet(t *testing.T, rules, cases []byte) {
+	t.Helper()
+	var rf struct {
+		Groups []struct {
+			Rules []struct{ Alert string }
+		}
+	}
+	var tf struct {
+		Tests []struct {
+			AlertRuleTests []struct {
+				Alertname string
+				ExpAlerts []any `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		}
+	}
+	if err := yaml.Unmarshal(rules, &rf); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(cases, &tf); err != nil {
+		t.Fatal(err)
+	}
+	fires, quiet := map[string]bool{}, map[string]bool{}
+	for _, tc := range tf.Tests {
+		for _, a := range tc.AlertRuleTests {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				quiet[a.Alertname] = true
+			}
+		}
+	}
+	var alerts []string
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts = append(alerts, r.Alert)
+			if !fires[r.Alert] {
+				t.Errorf("%s: no case where it fires in testdata/alerts-test.yaml", r.Alert)
+			}
+			if !quiet[r.Alert] {
+				t.Errorf("%s: no case where it stays quiet in testdata/alerts-test.yaml", r.Alert)
+			}
+		}
+	}
+	for name := range fires {
+		if !slices.Contains(alerts, name) {
+			t.Errorf("testdata/alerts-test.yaml tests %s, which the chart does not define", name)
+		}
+	}
+}
+
+// promtoolBinary is $CAPO_PROMTOOL (set by `make unit`), or the one `make
+// promtool` left in the cache: built from test/tools/promtool and keyed by
+// that module's go.mod and go.sum, as the test bed keys its servers.
+func promtoolBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CAPO_PROMTOOL"); p != "" {
+		return p
+	}
+	tools := filepath.Join(filepath.Dir(ChartDir()), "..", "..", "test", "tools", "promtool")
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(tools, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Write(b)
+	}
+	cache := os.Getenv("CAPO_TESTBED_CACHE")
+	if cache == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			t.Skipf("promtool not built and no cache dir (%v): `make unit` builds it", err)
+		}
+		cache = filepath.Join(d, "capo-testbed")
+	}
+	p := filepath.Join(cache, "promtool-"+hex.EncodeToString(h.Sum(nil))[:12], "promtool")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("promtool not built here: `make promtool` builds it once from test/tools/promtool")
+	}
+	return p
+}
