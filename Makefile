@@ -27,7 +27,9 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
 
-.PHONY: all build demo test lint unit e2e bench testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
+IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
+
+.PHONY: all build image demo demo-node test lint unit e2e bench testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -49,11 +51,24 @@ bin/capoctl:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capoctl
 	cp $@ bin/kubectl-capo
 
+## image: capo's image for linux/amd64 and linux/arm64, built without a
+## container engine, as one archive for docker load, ctr images import,
+## kind load image-archive and crane push (see build/image).
+image:
+	$(GO) run ./build/cmd/capo-image -image $(IMAGE) -version $(VERSION) -o bin/capo-image.tar
+
 ## demo: capo's main job on the real chain, told step by step (root).
 demo:
 	@echo "capo demo. The first run builds etcd, kube-apiserver and calico from the Go module proxy:"
 	@echo "about 7 minutes on 2 cores. Later runs start in seconds."
 	@$(GO) test -count=1 -run TestDemo -v ./test/demo/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage)'; exit $${PIPESTATUS[0]}
+
+## demo-node: the same story on a real node: a kubelet, containerd, Calico's
+## CNI and capo from its image, installed by its chart (root). The first run
+## also builds the kubelet and the rest of a node: several more minutes.
+demo-node:
+	@echo "capo demo on a real node. The first run builds the Kubernetes node components from the Go module proxy."
+	@CAPO_DEMO_NODE=1 $(GO) test -count=1 -timeout 20m -run TestDemoNode -v ./test/node/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage|[0-9]{4}/[0-9]{2}/[0-9]{2} )|_test.go:[0-9]+: kubelet restarted'; exit $${PIPESTATUS[0]}
 
 ## test: everything CI gates on: lint, unit tests with -race, end-to-end (root).
 test: lint unit e2e
@@ -71,12 +86,14 @@ lint: $(GOLANGCI_LINT)
 unit: $(PROMTOOL)
 	CGO_ENABLED=1 CAPO_PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 $(UNIT_PKGS)
 
-## e2e: the real Calico chain on both datastores; builds etcd, kube-apiserver
-## and calico once into ~/.cache/capo-testbed (several minutes the first time).
+## e2e: the real Calico chain on both datastores, and capo as it ships on a
+## real node (test/node: a kubelet, containerd, the chart); builds etcd,
+## kube-apiserver, calico and the node's components once into
+## ~/.cache/capo-testbed (several minutes the first time).
 ## One test binary at a time (-p 1): each runs its own etcd and API server,
 ## and two cores do not carry three of each without stalls.
 e2e:
-	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:'; exit $${PIPESTATUS[0]}
+	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|nodebed:'; exit $${PIPESTATUS[0]}
 
 ## bench: calico-ipam alone vs through capo, side by side in one run; the
 ## release planner and the controller at 10 000 reservations.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/version"
 )
 
@@ -28,7 +29,7 @@ const usage = `capoctl %s: capo's IP reservations.
 
   capoctl list [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
       every address held: pod, node, reason, age, and when it expires
-  capoctl release IP... | --pod NS/NAME | --node N  [--yes]
+  capoctl release IP... | --pod NS/NAME | --node N | --all  [--yes]
       end reservations now (asks first); only the reservation goes, an address
       still allocated in Calico IPAM stays allocated
   capoctl explain NS/NAME
@@ -46,7 +47,7 @@ Flags:
 type cli struct {
 	ctx       context.Context
 	kube      kubernetes.Interface
-	store     *reserve.CalicoStore
+	store     reserve.Store
 	capoNS    string
 	in        io.Reader
 	out, errw io.Writer
@@ -56,6 +57,14 @@ type cli struct {
 
 // Run runs one capoctl command line and returns its exit code.
 func Run(args []string, in io.Reader, out, errw io.Writer) int {
+	return run(args, in, out, errw, connect, time.Now())
+}
+
+// dialer reaches the Kubernetes API (for pods, nodes, the config) and the
+// reservations; tests give fakes.
+type dialer func() (kubernetes.Interface, reserve.Store, error)
+
+func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time.Time) int {
 	fs := flag.NewFlagSet("capoctl", flag.ContinueOnError)
 	fs.SetOutput(errw)
 	fs.Usage = func() { fmt.Fprintf(errw, usage, version.Version); fs.PrintDefaults() }
@@ -65,6 +74,7 @@ func Run(args []string, in io.Reader, out, errw io.Writer) int {
 	pod := fs.String("pod", "", "only this pod, as NAMESPACE/NAME (list, release)")
 	output := fs.String("o", "table", "list output: table, json or yaml")
 	yes := fs.Bool("yes", false, "release without asking")
+	all := fs.Bool("all", false, "every reservation capo holds (release), e.g. before uninstalling capo")
 	if len(args) == 0 {
 		fs.Usage()
 		return 2
@@ -85,17 +95,17 @@ func Run(args []string, in io.Reader, out, errw io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	c, err := connect(*capoNS)
+	kube, store, err := dial()
 	if err != nil {
 		fmt.Fprintln(errw, "capoctl:", err)
 		return 1
 	}
-	c.in, c.out, c.errw = in, out, errw
+	c := &cli{ctx: context.Background(), kube: kube, store: store, capoNS: *capoNS, in: in, out: out, errw: errw, now: now}
 	switch cmd {
 	case "list":
 		err = c.list(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
 	case "release":
-		err = c.release(positional, *pod, *node, *yes)
+		err = c.release(positional, *pod, *node, *all, *yes)
 	case "explain":
 		if len(positional) != 1 {
 			err = errors.New("explain takes one pod, as NAMESPACE/NAME")
@@ -113,23 +123,23 @@ func Run(args []string, in io.Reader, out, errw io.Writer) int {
 	return 0
 }
 
-// connect reaches the Kubernetes API (for pods, nodes, the config) and
-// Calico's datastore (for the reservations).
-func connect(capoNS string) (*cli, error) {
+// connect reaches the Kubernetes API and Calico's datastore as kubectl and
+// calicoctl would.
+func connect() (kubernetes.Interface, reserve.Store, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	rest, err := kcfg.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	kube, err := kubernetes.NewForConfig(rest)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg := apiconfig.NewCalicoAPIConfig()
 	if os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) {
 		if cfg, err = apiconfig.LoadClientConfigFromEnvironment(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		cfg.Spec.DatastoreType = apiconfig.Kubernetes
@@ -138,9 +148,9 @@ func connect(capoNS string) (*cli, error) {
 	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {
-		return nil, fmt.Errorf("calico datastore: %w", err)
+		return nil, nil, fmt.Errorf("calico datastore: %w", err)
 	}
-	return &cli{ctx: context.Background(), kube: kube, store: reserve.NewCalicoStore(calico, reserve.DefaultLimits), capoNS: capoNS, now: time.Now()}, nil
+	return kube, calicostore.New(calico, reserve.DefaultLimits), nil
 }
 
 // kubeconfigPath is the file kubectl would use.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -42,29 +43,37 @@ func (c *cli) config() *config.Config {
 
 // row is one reservation as list prints it.
 type row struct {
-	IP         string    `json:"ip"`
-	Namespace  string    `json:"namespace,omitempty"`
-	Pod        string    `json:"pod,omitempty"`
-	PodUID     string    `json:"podUID,omitempty"`
-	Node       string    `json:"node"`
-	Reason     string    `json:"reason"`
-	ReservedAt time.Time `json:"reservedAt"`
-	ExpiresAt  time.Time `json:"expiresAt"`
-	OwnerKind  string    `json:"ownerKind,omitempty"`
-	OwnerName  string    `json:"ownerName,omitempty"`
+	IP         string     `json:"ip"`
+	Namespace  string     `json:"namespace,omitempty"`
+	Pod        string     `json:"pod,omitempty"`
+	PodUID     string     `json:"podUID,omitempty"`
+	Node       string     `json:"node"`
+	Reason     string     `json:"reason"`
+	ReservedAt time.Time  `json:"reservedAt"`
+	Seen       *time.Time `json:"seen,omitempty"` // by capo-controller's clock
+	ExpiresAt  time.Time  `json:"expiresAt"`
+	OwnerKind  string     `json:"ownerKind,omitempty"`
+	OwnerName  string     `json:"ownerName,omitempty"`
 }
 
 func (c *cli) rows(f filter) ([]row, error) {
-	entries, err := c.store.List(c.ctx)
+	listing, err := c.store.List(c.ctx)
 	if err != nil {
 		return nil, err
 	}
+	for _, u := range listing.Unreadable {
+		fmt.Fprintf(c.errw, "capoctl: warning: %s does not decode (%v); its %d addresses stay reserved and are not listed\n", u.Object, u.Err, u.Addresses)
+	}
 	ttl := c.config().IPReserveTime
 	out := []row{}
-	for _, e := range entries {
+	for _, e := range listing.Entries {
 		if f.match(e) {
-			out = append(out, row{IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
-				ReservedAt: e.ReservedAt, ExpiresAt: e.ReservedAt.Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName})
+			r := row{IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
+				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName}
+			if !e.Seen.IsZero() {
+				r.Seen = &e.Seen
+			}
+			out = append(out, r)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b row) int { return strings.Compare(a.Node, b.Node) })
@@ -102,16 +111,27 @@ func (c *cli) list(f filter, output string) error {
 	return nil
 }
 
-func (c *cli) release(ips []string, pod, node string, yes bool) error {
-	if len(ips) == 0 && pod == "" && node == "" {
-		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, or --node NODE")
+func (c *cli) release(ips []string, pod, node string, all, yes bool) error {
+	if len(ips) == 0 && pod == "" && node == "" && !all {
+		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, --node NODE, or --all")
+	}
+	if all && (len(ips) > 0 || pod != "" || node != "") {
+		return fmt.Errorf("--all releases everything; give it alone")
+	}
+	want := map[string]bool{}
+	for _, ip := range ips {
+		addr, err := reserve.NormalizeAddr(ip) // as values: FD00:0::1 is fd00::1
+		if err != nil {
+			return err
+		}
+		want[addr] = true
 	}
 	rows, err := c.rows(filter{node: node, pod: pod})
 	if err != nil {
 		return err
 	}
 	if len(ips) > 0 {
-		rows = slices.DeleteFunc(rows, func(r row) bool { return !slices.Contains(ips, r.IP) })
+		rows = slices.DeleteFunc(rows, func(r row) bool { return !want[r.IP] })
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("nothing held matches")
@@ -123,20 +143,13 @@ func (c *cli) release(ips []string, pod, node string, yes bool) error {
 		fmt.Fprintln(c.out, "nothing released")
 		return nil
 	}
-	byNode := map[string][]string{}
+	refs := make([]reserve.Ref, 0, len(rows))
 	for _, r := range rows {
-		byNode[r.Node] = append(byNode[r.Node], r.IP)
+		refs = append(refs, reserve.Ref{Node: r.Node, IP: r.IP})
 	}
-	n := 0
-	for nd, list := range byNode {
-		done, err := c.store.Release(c.ctx, nd, list)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", nd, err)
-		}
-		n += len(done)
-	}
-	fmt.Fprintf(c.out, "released %d\n", n)
-	return nil
+	done, err := c.store.Release(c.ctx, refs)
+	fmt.Fprintf(c.out, "released %d\n", len(done))
+	return err
 }
 
 func (c *cli) explain(ref string) error {

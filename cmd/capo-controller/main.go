@@ -18,12 +18,13 @@ import (
 	"github.com/capo-net/capo/daemon/controller"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/version"
 )
 
 func main() {
 	os.Exit(daemon.Main("capo-controller", parseFlags, func(ctx context.Context, opts controller.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
-		c, err := controller.New(opts, kube, reserve.NewCalicoStore(calico, reserve.DefaultLimits), calico.IPAM())
+		c, err := controller.New(opts, kube, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -71,7 +72,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		opts:      opts,
 		kube:      kube,
 		meta:      meta,
-		store:     reserve.NewCalicoStore(calico, reserve.DefaultLimits),
+		store:     calicostore.New(calico, reserve.DefaultLimits),
 		config:    config.NewHolder(config.Default()),
 		metrics:   newMetrics(),
 		reapplied: make(chan struct{}, 1),

@@ -15,44 +15,37 @@ import (
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/reservetest"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
-// memStore records Reserve calls; failures fail the next calls.
-type memStore struct {
-	mu       sync.Mutex
-	held     map[string]reserve.Entry
-	failures int
-}
-
-func (s *memStore) Reserve(_ context.Context, node string, es []reserve.Entry) (*reserve.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failures > 0 {
-		s.failures--
-		return nil, errors.New("conflict storm")
-	}
-	res := &reserve.Result{}
-	for _, e := range es {
-		if _, ok := s.held[e.IP]; ok {
-			res.AlreadyHeld = append(res.AlreadyHeld, e.IP)
-			continue
+// failNext makes the store's next n reads fail, as a datastore that is
+// briefly down would.
+func failNext(s *reservetest.Store, n int) {
+	var mu sync.Mutex
+	s.Objects.Before = func(verb, _ string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if verb != "get" || n == 0 {
+			return nil
 		}
-		e.Node = node
-		s.held[e.IP] = e
-		res.Added = append(res.Added, e.IP)
+		n--
+		return errors.New("datastore unavailable")
 	}
-	return res, nil
 }
-func (s *memStore) Release(context.Context, string, []string) ([]string, error) { return nil, nil }
-func (s *memStore) List(context.Context) ([]reserve.Entry, error)               { return nil, nil }
-func (s *memStore) ListNode(context.Context, string) ([]reserve.Entry, error)   { return nil, nil }
 
-func (s *memStore) get(ip string) (reserve.Entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.held[ip]
-	return e, ok
+// heldIn is the entry holding ip, if any.
+func heldIn(s reserve.Store, ip string) (reserve.Entry, bool) {
+	l, err := s.List(context.Background())
+	if err != nil {
+		return reserve.Entry{}, false
+	}
+	for _, e := range l.Entries {
+		if e.IP == ip {
+			return e, true
+		}
+	}
+	return reserve.Entry{}, false
 }
 
 // holders answers who holds an address: namespace/pod, or free.
@@ -82,7 +75,7 @@ type awayBed struct {
 	t     *testing.T
 	c     *Controller
 	kube  *fake.Clientset
-	store *memStore
+	store *reservetest.Store
 	ipam  *holders
 }
 
@@ -97,7 +90,7 @@ func newAwayBed(t *testing.T) *awayBed {
 	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-0", UID: "u0", Labels: map[string]string{"brokerId": "0"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "s0", Controller: &yes}}},
 		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}}}
-	b := &awayBed{t: t, kube: fake.NewClientset(node, ns, agent, broker), store: &memStore{held: map[string]reserve.Entry{}},
+	b := &awayBed{t: t, kube: fake.NewClientset(node, ns, agent, broker), store: reservetest.NewStore(reserve.DefaultLimits),
 		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}}}
 	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, b.store, b.ipam)
 	if err != nil {
@@ -155,7 +148,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 func (b *awayBed) held(ip string) (reserve.Entry, bool) {
 	deadline := time.Now().Add(time.Second)
 	for {
-		if e, ok := b.store.get(ip); ok || time.Now().After(deadline) {
+		if e, ok := heldIn(b.store, ip); ok || time.Now().After(deadline) {
 			return e, ok
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -218,13 +211,11 @@ func TestNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
 func TestFailedReservationsAreRetried(t *testing.T) {
 	b := newAwayBed(t)
 	b.agentReady(false)
-	b.store.mu.Lock()
-	b.store.failures = 3
-	b.store.mu.Unlock()
+	failNext(b.store, 3)
 	b.evict()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, ok := b.store.get("10.0.0.5"); ok {
+		if _, ok := heldIn(b.store, "10.0.0.5"); ok {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -246,7 +237,7 @@ func TestNoSelectionBeforeTheConfigIsLoaded(t *testing.T) {
 	}
 	b.c.config.Set(config.Default())
 	b.c.onConfig(nil)
-	waitFor(t, "the reservation after the config loaded", func() bool { _, ok := b.store.get("10.0.0.5"); return ok })
+	waitFor(t, "the reservation after the config loaded", func() bool { _, ok := heldIn(b.store, "10.0.0.5"); return ok })
 }
 
 // A new sandbox under a running pod: its old address, still allocated to
@@ -259,7 +250,7 @@ func TestNewSandboxWithTheAgentAwayReservesTheOldAddress(t *testing.T) {
 	if _, ok := b.held("10.0.0.5"); !ok {
 		t.Fatal("the old sandbox's address was not reserved")
 	}
-	if _, ok := b.store.get("10.0.0.9"); ok {
+	if _, ok := heldIn(b.store, "10.0.0.9"); ok {
 		t.Fatal("the running sandbox's address was reserved")
 	}
 }

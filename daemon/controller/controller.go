@@ -64,6 +64,7 @@ type Controller struct {
 	deletedNodes map[string]deletedNode // for their pods' late deletes
 	missed       []lostPod              // seen going from uncovered nodes while not leading
 	away         map[string]bool        // opted-in nodes whose agent was not ready at the last pass
+	unreadable   map[string]string      // reservation objects reported unreadable, and why
 }
 
 // New builds a controller on real clients.

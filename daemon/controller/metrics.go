@@ -24,6 +24,8 @@ type metrics struct {
 	agentsAway    prometheus.Gauge
 	lostPending   prometheus.Gauge
 	passErrors    prometheus.Counter
+	unreadable    prometheus.Gauge
+	migrated      prometheus.Counter
 	configReloads *prometheus.CounterVec
 }
 
@@ -60,6 +62,10 @@ func newMetrics() *metrics {
 			Name: "capo_controller_pending_reservations", Help: "Addresses the controller has yet to reserve for uncovered nodes (retried until written)."}),
 		passErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries."}),
+		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_unreadable_reservation_objects", Help: "capo IPReservations whose annotation does not decode, as of the last pass: their addresses stay reserved, untouched."}),
+		migrated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "capo_reservations_migrated_total", Help: "Reservations moved from the per-node layout into buckets."}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_config_reloads_total", Help: "Config loads by result (success, error); on error the last good config stays in force."},
 			[]string{"result"}),
@@ -68,7 +74,7 @@ func newMetrics() *metrics {
 		m.releases.WithLabelValues(string(r))
 	}
 	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
-		m.nodeLost, m.lostNodes, m.remembered, m.agentsAway, m.lostPending, m.passErrors, m.configReloads,
+		m.nodeLost, m.lostNodes, m.remembered, m.agentsAway, m.lostPending, m.passErrors, m.unreadable, m.migrated, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

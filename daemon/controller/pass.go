@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -25,14 +23,17 @@ import (
 // annotation once done.
 const ReleaseAnnotation = "capo.io/release"
 
-// pass reads every reservation, plans, and releases what is due.
+// pass reads every reservation, plans, releases what is due, and then
+// looks after the store (upkeep).
 func (c *Controller) pass(ctx context.Context) error {
 	start := c.now()
 	defer func() { c.metrics.passSeconds.Observe(c.now().Sub(start).Seconds()) }()
-	entries, err := c.store.List(ctx)
+	listing, err := c.store.List(ctx)
 	if err != nil {
 		return err
 	}
+	c.reportUnreadable(listing.Unreadable)
+	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
 	var asked []string // nodes whose release annotation this pass answers
@@ -51,54 +52,49 @@ func (c *Controller) pass(ctx context.Context) error {
 	for _, node := range asked {
 		c.clearManual(ctx, node)
 	}
-	return nil
+	return c.upkeep(ctx, entries, released)
 }
 
-// apply releases the plan node by node, only while this replica leads.
-func (c *Controller) apply(ctx context.Context, plan []release.Release) (map[string]bool, error) {
-	byNode := map[string][]release.Release{}
+// apply releases the plan in one call to the store (one write per object
+// it touches), only while this replica leads.
+func (c *Controller) apply(ctx context.Context, plan []release.Release) (map[reserve.Ref]bool, error) {
+	released := map[reserve.Ref]bool{}
+	if len(plan) == 0 {
+		return released, nil
+	}
+	if !c.leading.Load() {
+		return released, fmt.Errorf("lost the lease before releasing; %d releases left for the next leader", len(plan))
+	}
+	refs := make([]reserve.Ref, 0, len(plan))
 	for _, r := range plan {
-		byNode[r.Node] = append(byNode[r.Node], r)
+		refs = append(refs, r.Ref())
 	}
-	released := map[string]bool{}
-	var errs []error
-	for node, rs := range byNode {
-		if !c.leading.Load() {
-			return released, fmt.Errorf("lost the lease mid-pass; %d nodes left for the next leader", len(byNode))
+	done, err := c.store.Release(ctx, refs)
+	for _, ref := range done {
+		released[ref] = true
+	}
+	for _, r := range plan {
+		if !released[r.Ref()] {
+			continue // already gone (someone else released it), or not reached
 		}
-		ips := make([]string, 0, len(rs))
-		for _, r := range rs {
-			ips = append(ips, r.IP)
-		}
-		done, err := c.store.Release(ctx, node, ips)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %w", node, err))
-			continue
-		}
-		for _, r := range rs {
-			if !slices.Contains(done, r.IP) {
-				continue // already gone: someone else released it
-			}
-			released[r.IP] = true
-			c.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
-			slog.Info("released", "ip", r.IP, "node", node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "held", c.now().Sub(r.ReservedAt).Round(time.Second))
-			if p := c.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
-				c.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
-			}
+		c.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
+		slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "held", c.now().Sub(release.Since(r.Entry, c.now())).Round(time.Second).String())
+		if p := c.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
+			c.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
 		}
 	}
-	if len(errs) > 0 {
-		return released, fmt.Errorf("releasing: %v", errs)
+	if err != nil {
+		return released, fmt.Errorf("releasing (%d of %d done): %w", len(done), len(plan), err)
 	}
 	return released, nil
 }
 
 // gauges publish what is held after this pass.
-func (c *Controller) gauges(entries []reserve.Entry, released map[string]bool, maxCount int) {
+func (c *Controller) gauges(entries []reserve.Entry, released map[reserve.Ref]bool, maxCount int) {
 	c.metrics.reserved.Reset()
 	var oldest time.Time
 	for _, e := range entries {
-		if released[e.IP] {
+		if released[e.Ref()] {
 			continue
 		}
 		reason := e.Reason
@@ -106,8 +102,8 @@ func (c *Controller) gauges(entries []reserve.Entry, released map[string]bool, m
 			reason = "unknown"
 		}
 		c.metrics.reserved.WithLabelValues(e.Node, reason).Inc()
-		if oldest.IsZero() || e.ReservedAt.Before(oldest) {
-			oldest = e.ReservedAt
+		if since := release.Since(e, c.now()); oldest.IsZero() || since.Before(oldest) {
+			oldest = since
 		}
 	}
 	c.metrics.maxCount.Set(float64(maxCount))
@@ -129,11 +125,11 @@ func (c *Controller) countLostNodes() {
 	c.metrics.lostNodes.Set(float64(n))
 }
 
-// manualRequests turns the nodes' release annotations into addresses. A
-// request that matches nothing is said on the node (an Event), not dropped
-// in silence: the operator may have mistyped an address.
-func (c *Controller) manualRequests(entries []reserve.Entry) (map[string]bool, []string) {
-	manual := map[string]bool{}
+// manualRequests turns the nodes' release annotations into reservations (an
+// address of that node). A request that matches nothing is said on the node
+// (an Event), not dropped in silence: the operator may have mistyped.
+func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, []string) {
+	manual := map[reserve.Ref]bool{}
 	var nodes []string
 	for _, o := range c.caches.nodes.GetStore().List() {
 		n := o.(*corev1.Node)
@@ -145,7 +141,7 @@ func (c *Controller) manualRequests(entries []reserve.Entry) (map[string]bool, [
 		matched := 0
 		for _, e := range entries {
 			if e.Node == n.Name && matchesManual(v, e) {
-				manual[e.IP] = true
+				manual[e.Ref()] = true
 				matched++
 			}
 		}
@@ -158,7 +154,8 @@ func (c *Controller) manualRequests(entries []reserve.Entry) (map[string]bool, [
 }
 
 // matchesManual: "all", "pod=<namespace>/<name>", or addresses (any
-// spelling: fd00:0::1, FD00::1 and fd00::1/128 are one address).
+// spelling: fd00:0::1, FD00::1 and fd00::1/128 are one address; a wider
+// CIDR held as added by hand is named by itself).
 func matchesManual(v string, e reserve.Entry) bool {
 	v = strings.TrimSpace(v)
 	switch {
@@ -167,26 +164,13 @@ func matchesManual(v string, e reserve.Entry) bool {
 	case strings.HasPrefix(v, "pod="):
 		return strings.TrimPrefix(v, "pod=") == e.Namespace+"/"+e.Pod
 	}
-	held, ok := parseAddr(e.IP)
-	for _, s := range strings.Split(v, ",") {
-		if want, okw := parseAddr(s); ok && okw && want == held {
-			return true
-		}
-		if strings.TrimSpace(s) == e.IP { // a CIDR wider than one address, as held
+	for _, ip := range strings.Split(v, ",") {
+		// As values: "fd00:0::1" and "fd00::1/128" name the held fd00::1.
+		if addr, err := reserve.NormalizeAddr(ip); err == nil && addr == e.IP {
 			return true
 		}
 	}
 	return false
-}
-
-// parseAddr reads an address, or a single-address CIDR, in any spelling.
-func parseAddr(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if p, err := netip.ParsePrefix(s); err == nil {
-		return p.Addr().Unmap(), p.IsSingleIP()
-	}
-	a, err := netip.ParseAddr(s)
-	return a.Unmap(), err == nil
 }
 
 func (c *Controller) clearManual(ctx context.Context, node string) {

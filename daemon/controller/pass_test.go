@@ -1,9 +1,27 @@
 package controller
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/reservetest"
+	"github.com/capo-net/capo/pkg/selection"
 )
 
 func TestMatchesManual(t *testing.T) {
@@ -37,3 +55,244 @@ func TestMatchesManual(t *testing.T) {
 		t.Error("a wider CIDR is released by its own spelling only")
 	}
 }
+
+var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// passBed is a leading controller on a fake clientset and the fake store,
+// its clock stopped at now, its Events recorded.
+type passBed struct {
+	t      *testing.T
+	c      *Controller
+	kube   *fake.Clientset
+	store  *reservetest.Store
+	events *record.FakeRecorder
+}
+
+func newPassBed(t *testing.T, objs ...runtime.Object) *passBed {
+	t.Helper()
+	for _, ns := range []string{"kafka", "redis"} { // the entries' namespaces live unless a test says otherwise
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	b := &passBed{t: t, kube: fake.NewClientset(objs...), store: reservetest.NewStore(reserve.DefaultLimits), events: record.NewFakeRecorder(100)}
+	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+		b.kube, b.store, &holders{by: map[string][2]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.recorder, c.now = b.events, func() time.Time { return now }
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if !c.caches.start(ctx.Done()) {
+		t.Fatal("caches did not sync")
+	}
+	c.leading.Store(true)
+	cfg := config.Default()
+	cfg.IPReserveTime = time.Hour
+	c.config.Set(cfg)
+	b.c = c
+	return b
+}
+
+func (b *passBed) reserve(node string, es ...reserve.Entry) {
+	b.t.Helper()
+	if _, err := b.store.Reserve(context.Background(), node, es); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *passBed) pass() {
+	b.t.Helper()
+	if err := b.c.pass(context.Background()); err != nil {
+		b.t.Fatalf("pass: %v", err)
+	}
+}
+
+func (b *passBed) held() map[string]reserve.Entry {
+	b.t.Helper()
+	l, err := b.store.List(context.Background())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	out := map[string]reserve.Entry{}
+	for _, e := range l.Entries {
+		out[e.IP] = e
+	}
+	return out
+}
+
+func (b *passBed) eventReasons() []string {
+	var out []string
+	for {
+		select {
+		case e := <-b.events.Events:
+			out = append(out, strings.Fields(e)[1])
+		default:
+			return out
+		}
+	}
+}
+
+// held is an entry the controller first saw age ago.
+func held(ip, ns, pod string, age time.Duration) reserve.Entry {
+	return reserve.Entry{IP: ip, Namespace: ns, Pod: pod, PodUID: "u-" + pod, Reason: reserve.ReasonCNIDel, ReservedAt: now.Add(-age), Seen: now.Add(-age)}
+}
+
+// fresh is an entry written since the last pass: not seen yet.
+func fresh(ip, ns, pod string, age time.Duration) reserve.Entry {
+	e := held(ip, ns, pod, age)
+	e.Seen = time.Time{}
+	return e
+}
+
+// pod is a pod object whose UID is what held records for it.
+func pod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("u-" + name)}}
+}
+
+func TestPassReleasesWhatIsDueAndStampsTheRest(t *testing.T) {
+	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker", UID: "s1"}}
+	b := newPassBed(t, set, pod("kafka", "old-0"))
+	gone := held("10.0.0.3", "kafka", "broker-7", time.Minute)
+	gone.OwnerKind, gone.OwnerName, gone.OwnerUID = "StatefulSet", "broker", "s0" // replaced since by s1
+	// new-0's node clock is two hours slow: its age is the controller's.
+	b.reserve("n1", held("10.0.0.1", "kafka", "old-0", 2*time.Hour), fresh("fd00::1", "kafka", "new-0", 2*time.Hour))
+	b.reserve("n2", gone)
+	b.pass()
+	got := b.held()
+	if len(got) != 1 || !got["fd00::1"].Seen.Equal(now) {
+		t.Fatalf("held after the pass %+v: want fd00::1 alone, stamped with the controller's clock", got)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.releases.WithLabelValues("ttl")); n != 1 {
+		t.Errorf("ttl releases %v", n)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.releases.WithLabelValues("owner-gone")); n != 1 {
+		t.Errorf("owner-gone releases %v", n)
+	}
+	if ev := b.eventReasons(); !slices.Equal(ev, []string{"IPReservationReleased"}) {
+		t.Errorf("events %v: want one, on the pod that still exists", ev)
+	}
+	now2 := now
+	b.c.now = func() time.Time { return now2.Add(time.Minute) }
+	b.pass()
+	if e := b.held()["fd00::1"]; !e.Seen.Equal(now) {
+		t.Fatalf("a second pass moved Seen to %v", e.Seen)
+	}
+}
+
+func TestPassReleasesByHandAsValues(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{ReleaseAnnotation: "FD00:0::1"}}}
+	b := newPassBed(t, node)
+	b.reserve("n1", held("fd00::1", "kafka", "a-0", time.Minute), held("fd00::2", "kafka", "b-0", time.Minute))
+	b.reserve("n2", held("fd00::1", "kafka", "c-0", time.Minute))
+	b.pass()
+	got := b.held()
+	if _, ok := got["fd00::2"]; !ok || len(got) != 2 {
+		t.Fatalf("held %+v", got)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.releases.WithLabelValues("manual")); n != 1 {
+		t.Errorf("manual releases %v", n)
+	}
+	after, _ := b.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
+	if _, ok := after.Annotations[ReleaseAnnotation]; ok {
+		t.Fatal("the release annotation was not cleared")
+	}
+}
+
+// One object that does not decode: the pass goes on everywhere else, says
+// so once, and leaves that object as it is.
+func TestPassSkipsAnUnreadableObject(t *testing.T) {
+	b := newPassBed(t)
+	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", 2*time.Hour))
+	b.reserve("n2", held("10.0.0.2", "kafka", "b-0", 2*time.Hour))
+	broken := reserve.BucketName(reserve.BucketOf("n2"), 0)
+	o, _ := b.store.Objects.Object(broken)
+	o.Annotations[reserve.MetadataAnnotation] = "v9;?"
+	b.store.Objects.Put(o)
+	b.pass()
+	b.pass()
+	if got := b.held(); len(got) != 0 {
+		t.Fatalf("held %+v: 10.0.0.1 is due", got)
+	}
+	if after, _ := b.store.Objects.Object(broken); !slices.Equal(after.CIDRs, o.CIDRs) || after.Annotations[reserve.MetadataAnnotation] != "v9;?" {
+		t.Fatalf("the unreadable object was changed: %+v", after)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.unreadable); n != 1 {
+		t.Errorf("unreadable gauge %v", n)
+	}
+	if ev := b.eventReasons(); countOf(ev, "UnreadableReservation") != 1 {
+		t.Errorf("events %v: want one UnreadableReservation over two passes", ev)
+	}
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// The leader moves the per-node layout's objects into buckets.
+func TestPassMigratesThePerNodeLayout(t *testing.T) {
+	sets := []runtime.Object{ // the testdata's owners
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker", UID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr(int32(3))}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "redis", Name: "r", UID: "o-r"}, Spec: appsv1.StatefulSetSpec{Replicas: ptr(int32(1))}},
+	}
+	b := newPassBed(t, sets...)
+	cfg := config.Default()
+	cfg.IPReserveTime = 10 * 365 * 24 * time.Hour // the testdata's entries are from 2025
+	b.c.config.Set(cfg)
+	for _, f := range []string{"legacy-z1.json", "legacy-v1-s1.json"} {
+		raw, err := os.ReadFile("../../pkg/reserve/testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o struct {
+			Name          string
+			Labels        map[string]string
+			Annotations   map[string]string
+			ReservedCIDRs []string
+		}
+		if err := json.Unmarshal(raw, &o); err != nil {
+			t.Fatal(err)
+		}
+		b.store.Objects.Put(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.ReservedCIDRs})
+	}
+	b.pass()
+	for _, name := range b.store.Objects.Names() {
+		if strings.HasPrefix(name, "capo-") {
+			t.Fatalf("%s left after the pass", name)
+		}
+	}
+	if got := b.held(); len(got) != 4 || got["10.77.1.1"].Pod != "r-0" {
+		t.Fatalf("held %+v", got)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.migrated); n != 4 {
+		t.Errorf("migrated %v", n)
+	}
+}
+
+// A pod deleted from a lost node is reserved by the leader, as node-lost.
+func TestLostNodesPodIsReserved(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "zk", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "zk", Name: "zk-0", UID: "u", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "zk-0"}},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}}}}
+	b := newPassBed(t, node, ns, p)
+	b.c.ipam.(*holders).set("10.0.0.7", "zk", "zk-0")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.c.runLost(ctx)
+	if err := b.kube.CoreV1().Pods("zk").Delete(ctx, "zk-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lost pod's reservation", func() bool { return b.held()["10.0.0.7"].Reason == reserve.ReasonNodeLost })
+	if e := b.held()["10.0.0.7"]; e.Node != "n1" || e.Pod != "zk-0" || e.PodUID != "u" {
+		t.Fatalf("reserved %+v", e)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

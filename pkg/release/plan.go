@@ -50,7 +50,7 @@ type World struct {
 	// TrackedKinds are owner kinds the controller watches; owners of other
 	// kinds (Jobs, custom resources) are never judged gone.
 	TrackedKinds map[string]bool
-	Manual       map[string]bool // addresses an operator released
+	Manual       map[reserve.Ref]bool // reservations an operator released (an address of one node)
 }
 
 // Limits are the config's release rules.
@@ -80,6 +80,11 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 	}
 	if over := len(kept) - l.MaxCount; over > 0 {
 		slices.SortStableFunc(kept, func(a, b reserve.Entry) int {
+			if c := Since(a, now).Compare(Since(b, now)); c != 0 {
+				return c
+			}
+			// Not told apart by the controller's clock (none seen yet, or seen
+			// in one pass): the writers' order, then the address.
 			if c := a.ReservedAt.Compare(b.ReservedAt); c != 0 {
 				return c
 			}
@@ -94,7 +99,7 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 
 func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 	switch {
-	case w.Manual[e.IP]:
+	case w.Manual[e.Ref()]:
 		return Manual, true
 	case e.Namespace != "" && w.Namespaces != nil && !w.Namespaces[e.Namespace]:
 		return NamespaceGone, true
@@ -110,10 +115,21 @@ func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 			}
 		}
 	}
-	if now.Sub(e.ReservedAt) >= l.TTL {
+	if now.Sub(Since(e, now)) >= l.TTL {
 		return TTL, true
 	}
 	return "", false
+}
+
+// Since is when an entry's age is counted from: when capo-controller first
+// saw it, by its own clock, so that one clock judges every reservation
+// whatever the clock of the node that wrote it says. An entry not seen yet
+// (written since the last pass, or added by hand) is new.
+func Since(e reserve.Entry, now time.Time) time.Time {
+	if e.Seen.IsZero() {
+		return now
+	}
+	return e.Seen
 }
 
 // ordinal is a StatefulSet pod's ordinal: "<set>-<n>".

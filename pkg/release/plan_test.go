@@ -12,7 +12,7 @@ import (
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func res(ip, ns, pod string, age time.Duration, ownerKind, owner, ownerUID string) reserve.Entry {
-	return reserve.Entry{IP: ip, Namespace: ns, Pod: pod, ReservedAt: t0.Add(-age), Reason: reserve.ReasonCNIDel, OwnerKind: ownerKind, OwnerName: owner, OwnerUID: ownerUID}
+	return reserve.Entry{IP: ip, Namespace: ns, Pod: pod, ReservedAt: t0.Add(-age), Seen: t0.Add(-age), Reason: reserve.ReasonCNIDel, OwnerKind: ownerKind, OwnerName: owner, OwnerUID: ownerUID}
 }
 
 func world() World {
@@ -63,9 +63,10 @@ func TestPlanRules(t *testing.T) {
 		{"replicaset's deployment gone", res("10.0.0.14", "kafka", "old-xyz-q", time.Minute, "ReplicaSet", "old-xyz", "rs-2"), nil, OwnerGone},
 		{"untracked owner kind never judged", res("10.0.0.15", "kafka", "job-q", time.Minute, "Job", "batch", "j-1"), nil, ""},
 		{"no owner", res("10.0.0.16", "kafka", "bare", time.Minute, "", "", ""), nil, ""},
-		{"manual wins over everything", res("10.0.0.17", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "sts-1"), func(w *World) { w.Manual = map[string]bool{"10.0.0.17": true} }, Manual},
+		{"manual wins over everything", res("10.0.0.17", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "sts-1"), func(w *World) { w.Manual = map[reserve.Ref]bool{{IP: "10.0.0.17"}: true} }, Manual},
 		{"pod name not of the set", res("10.0.0.18", "kafka", "other-9", time.Minute, "StatefulSet", "broker", "sts-1"), nil, ""},
-		{"no metadata (added by hand): TTL from the epoch", reserve.Entry{IP: "10.0.0.19"}, nil, TTL},
+		{"no metadata (added by hand): kept, its age counts from when first seen", reserve.Entry{IP: "10.0.0.19"}, nil, ""},
+		{"no metadata, seen a TTL ago", reserve.Entry{IP: "10.0.0.20", Seen: t0.Add(-41 * time.Minute)}, nil, TTL},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,5 +112,25 @@ func TestPlanNothingDue(t *testing.T) {
 	es := []reserve.Entry{res("10.0.2.1", "kafka", "broker-0", time.Minute, "StatefulSet", "broker", "sts-1")}
 	if got := Plan(es, t0, Limits{TTL: time.Hour, MaxCount: 1}, world()); len(got) != 0 {
 		t.Fatalf("released %v", got)
+	}
+}
+
+// Two clocks: the agent that wrote an entry may be minutes off; age is
+// judged from when the controller first saw it, by its own clock.
+func TestPlanJudgesAgeByTheControllersClock(t *testing.T) {
+	w := World{Namespaces: map[string]bool{"kafka": true}}
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 10}
+	slow := reserve.Entry{IP: "10.0.0.1", Namespace: "kafka", ReservedAt: t0.Add(-41 * time.Minute), Seen: t0.Add(-time.Minute)}
+	unseen := reserve.Entry{IP: "10.0.0.2", Namespace: "kafka", ReservedAt: t0.Add(-3 * time.Hour)} // written since the last pass
+	byHand := reserve.Entry{IP: "10.9.0.0/30"}                                                      // no metadata at all
+	due := reserve.Entry{IP: "10.0.0.3", Namespace: "kafka", ReservedAt: t0, Seen: t0.Add(-40 * time.Minute)}
+	got := Plan([]reserve.Entry{slow, unseen, byHand, due}, t0, l, w)
+	if len(got) != 1 || got[0].IP != "10.0.0.3" || got[0].Reason != TTL {
+		t.Fatalf("plan %+v, want only 10.0.0.3 by ttl", got)
+	}
+	// Max count drops the oldest by the same clock.
+	got = Plan([]reserve.Entry{slow, unseen}, t0, Limits{TTL: l.TTL, MaxCount: 1}, w)
+	if len(got) != 1 || got[0].IP != "10.0.0.1" || got[0].Reason != MaxCount {
+		t.Fatalf("plan %+v, want 10.0.0.1 by max-count", got)
 	}
 }

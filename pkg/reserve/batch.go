@@ -56,8 +56,18 @@ func (b *Batcher) Run(ctx context.Context) {
 
 func (b *Batcher) flush(ctx context.Context, batch []*pending) {
 	var all []Entry
-	for _, p := range batch {
+	batch = slices.DeleteFunc(batch, func(p *pending) bool {
+		for _, e := range p.entries {
+			if _, err := NormalizeAddr(e.IP); err != nil {
+				p.done <- batchResult{err: err} // one bad request fails alone
+				return true
+			}
+		}
 		all = append(all, p.entries...)
+		return false
+	})
+	if len(batch) == 0 {
+		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, b.timeout())
 	res, err := b.store.Reserve(wctx, b.node, all)
@@ -69,8 +79,10 @@ func (b *Batcher) flush(ctx context.Context, batch []*pending) {
 		}
 		mine := &Result{}
 		for _, e := range p.entries {
+			// The store answers in canonical form; callers get theirs back.
+			addr, _ := NormalizeAddr(e.IP)
 			switch {
-			case slices.Contains(res.Added, e.IP):
+			case slices.Contains(res.Added, addr):
 				mine.Added = append(mine.Added, e.IP)
 			default:
 				mine.AlreadyHeld = append(mine.AlreadyHeld, e.IP)

@@ -24,18 +24,24 @@ func (s *countingStore) Reserve(_ context.Context, _ string, es []Entry) (*Resul
 	defer s.mu.Unlock()
 	r := &Result{}
 	for _, e := range es {
-		if s.held[e.IP] {
-			r.AlreadyHeld = append(r.AlreadyHeld, e.IP)
+		addr, err := NormalizeAddr(e.IP) // as a real store answers
+		if err != nil {
+			return nil, err
+		}
+		if s.held[addr] {
+			r.AlreadyHeld = append(r.AlreadyHeld, addr)
 		} else {
-			s.held[e.IP] = true
-			r.Added = append(r.Added, e.IP)
+			s.held[addr] = true
+			r.Added = append(r.Added, addr)
 		}
 	}
 	return r, nil
 }
-func (s *countingStore) Release(context.Context, string, []string) ([]string, error) { return nil, nil }
-func (s *countingStore) List(context.Context) ([]Entry, error)                       { return nil, nil }
-func (s *countingStore) ListNode(context.Context, string) ([]Entry, error)           { return nil, nil }
+func (s *countingStore) Release(context.Context, []Ref) ([]Ref, error)     { return nil, nil }
+func (s *countingStore) List(context.Context) (*Listing, error)            { return &Listing{}, nil }
+func (s *countingStore) ListNode(context.Context, string) ([]Entry, error) { return nil, nil }
+func (s *countingStore) Stamp(context.Context, []Ref, time.Time) error     { return nil }
+func (s *countingStore) Tidy(context.Context) (*Tidied, error)             { return &Tidied{}, nil }
 
 func TestBatcherCoalescesConcurrentReservations(t *testing.T) {
 	st := &countingStore{held: map[string]bool{"10.0.0.0": true}, gate: make(chan struct{})}
@@ -84,5 +90,29 @@ func TestBatcherHonoursCallerDeadline(t *testing.T) {
 	defer c2()
 	if _, err := b.Reserve(short, []Entry{{IP: "10.0.0.1"}}); err == nil {
 		t.Fatal("want the caller's deadline to end the wait")
+	}
+}
+
+// A request with an address that does not parse fails alone; the others
+// in its batch are written, and each caller gets its own spelling back.
+func TestBatcherBadRequestFailsAlone(t *testing.T) {
+	st := &countingStore{held: map[string]bool{}, gate: make(chan struct{})}
+	close(st.gate)
+	b := NewBatcher(st, "n1", func() time.Duration { return time.Second })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.Run(ctx)
+	var wg sync.WaitGroup
+	var good *Result
+	var goodErr, badErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); good, goodErr = b.Reserve(ctx, []Entry{{IP: "FD00:0::1"}}) }()
+	go func() { defer wg.Done(); _, badErr = b.Reserve(ctx, []Entry{{IP: "10.0.0.1/33"}}) }()
+	wg.Wait()
+	if goodErr != nil || len(good.Added) != 1 || good.Added[0] != "FD00:0::1" {
+		t.Fatalf("good request: %+v %v", good, goodErr)
+	}
+	if badErr == nil {
+		t.Fatal("a bad address must fail its request")
 	}
 }

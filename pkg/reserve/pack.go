@@ -12,9 +12,11 @@ import (
 // or hostile object cannot make capo allocate without limit.
 const maxUnpacked = 4 << 20
 
+// pack deflates at the default level: on a bucket of 625 entries it comes
+// within 1% of the best level's size at half its time, which every write pays.
 func pack(text string) string {
 	var buf bytes.Buffer
-	w, _ := flate.NewWriter(&buf, flate.BestCompression)
+	w, _ := flate.NewWriter(&buf, flate.DefaultCompression)
 	_, _ = w.Write([]byte(text))
 	_ = w.Close()
 	return base64.StdEncoding.EncodeToString(buf.Bytes())

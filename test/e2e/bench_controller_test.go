@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkControllerAtScale(b *testing.B) {
 			env.ClearReservations()
 			b.Cleanup(env.ClearReservations)
 			env.SetConfig(configWith("ipReserveTime: 1h\nipReserveMaxCount: 20000\n"))
-			store := reserve.NewCalicoStore(env.Calico, reserve.DefaultLimits)
+			store := calicostore.New(env.Calico, reserve.DefaultLimits)
 			now := time.Now()
 			seedNodes := func(nodes, per int, base int, age time.Duration) {
 				for n := range nodes {

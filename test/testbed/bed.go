@@ -56,6 +56,8 @@ type Bed struct {
 	extra  extraBuilds
 	logf   func(string, ...any)
 	sp     *spawner
+	opts   Options
+	pki    *pki
 	procs  []*proc
 	seq    atomic.Int64
 	envSeq atomic.Int64
@@ -102,6 +104,11 @@ func Main(m *testing.M, out **Bed) int {
 
 // Start builds what is missing and starts the servers.
 func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
+	return StartWith(ctx, logf, Options{})
+}
+
+// StartWith is Start with options (see Options).
+func StartWith(ctx context.Context, logf func(string, ...any), opts Options) (*Bed, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the end-to-end tests create network namespaces and must run as root")
 	}
@@ -114,7 +121,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}, logf: logf}
+	b := &Bed{Dir: dir, sp: newSpawner(), calico: map[Datastore]clientv3.Interface{}, logf: logf, opts: opts}
 	var err2 error
 	if b.region, b.lock, err2 = claimRegion(); err2 != nil {
 		return nil, err2
@@ -128,22 +135,23 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 
 func (b *Bed) start(ctx context.Context, root string, logf func(string, ...any)) error {
 	var err error
-	if b.Bin, err = BuildBinaries(root, b.Dir, logf); err != nil {
+	if b.Bin, err = BuildBinaries(root, b.Dir, b.opts.NoCapoBinaries, logf); err != nil {
 		return err
 	}
 	if err := b.installCNIBinaries(); err != nil {
 		return err
 	}
-	pk, err := writePKI(b.Dir)
+	pk, err := writePKI(b.Dir, b.opts.serverIPs())
 	if err != nil {
 		return err
 	}
+	b.pki = pk
 	etcd, etcdURL, err := startEtcd(b.sp, b.Bin.Etcd, b.Dir)
 	if err != nil {
 		return err
 	}
 	b.procs, b.EtcdURL = append(b.procs, etcd), etcdURL
-	api, apiURL, err := startAPIServer(b.sp, b.Bin.KubeAPIServer, b.Dir, etcdURL, pk)
+	api, apiURL, err := startAPIServer(b.sp, b.Bin.KubeAPIServer, b.Dir, etcdURL, pk, b.opts)
 	if err != nil {
 		return err
 	}
@@ -178,6 +186,9 @@ func (b *Bed) installCNIBinaries() error {
 		return err
 	}
 	for name, src := range map[string]string{"calico": b.Bin.Calico, "calico-ipam": b.Bin.Calico, "capo-ipam": b.Bin.CapoIPAM} {
+		if src == "" {
+			continue // not built (Options.NoCapoBinaries)
+		}
 		if err := copyFile(src, filepath.Join(b.CNIBinDir, name), 0o755); err != nil {
 			return err
 		}

@@ -50,7 +50,9 @@ func CacheDir() (string, error) {
 
 // BuildBinaries builds whatever the cache lacks. The servers take minutes
 // the first time (kube-apiserver is large); later runs reuse them.
-func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, error) {
+// With skipCapo, capo's own binaries are left out (a bed that runs capo
+// from its image).
+func BuildBinaries(root, workDir string, skipCapo bool, logf func(string, ...any)) (*Binaries, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return nil, err
@@ -84,6 +86,9 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 			return nil, err
 		}
 	}
+	if skipCapo {
+		return &Binaries{Etcd: b.Etcd, KubeAPIServer: b.KubeAPIServer, Calico: b.Calico}, nil
+	}
 	for pkg, out := range map[string]string{"./cmd/capo-ipam": b.CapoIPAM, "./cmd/capo-agent": b.CapoAgent, "./cmd/capo-controller": b.CapoController, "./cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
 		if err := goBuild(root, pkg, out); err != nil {
 			return nil, err
@@ -95,6 +100,11 @@ func BuildBinaries(root, workDir string, logf func(string, ...any)) (*Binaries, 
 // buildCached builds pkg into out unless out exists; a file lock keeps
 // concurrent test binaries from building the same thing twice.
 func buildCached(dir, pkg, out string, logf func(string, ...any)) error {
+	return buildCachedFlags(dir, pkg, out, "", logf)
+}
+
+// buildCachedFlags is buildCached with -ldflags.
+func buildCachedFlags(dir, pkg, out, ldflags string, logf func(string, ...any)) error {
 	if _, err := os.Stat(out); err == nil {
 		return nil
 	}
@@ -116,15 +126,17 @@ func buildCached(dir, pkg, out string, logf func(string, ...any)) error {
 	logf("testbed: building %s (once; cached in %s)", pkg, filepath.Dir(out))
 	start := time.Now()
 	tmp := out + ".tmp"
-	if err := goBuild(dir, pkg, tmp); err != nil {
+	if err := goBuildFlags(dir, pkg, tmp, ldflags); err != nil {
 		return err
 	}
 	logf("testbed: built %s in %s", filepath.Base(out), time.Since(start).Round(time.Second))
 	return os.Rename(tmp, out)
 }
 
-func goBuild(dir, pkg, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+func goBuild(dir, pkg, out string) error { return goBuildFlags(dir, pkg, out, "") }
+
+func goBuildFlags(dir, pkg, out, ldflags string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+ldflags, "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

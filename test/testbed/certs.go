@@ -23,7 +23,7 @@ type pki struct {
 	CAPEM                     []byte
 }
 
-func writePKI(dir string) (*pki, error) {
+func writePKI(dir string, extraIPs []net.IP) (*pki, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func writePKI(dir string) (*pki, error) {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kube-apiserver"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost", "kubernetes.default.svc"},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1)}, extraIPs...), DNSNames: []string{"localhost", "kubernetes.default.svc"},
 	}
 	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
 	if err != nil {

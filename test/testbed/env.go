@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
 // envLabel ties a test's pool to its node, so concurrent or earlier tests'
@@ -192,9 +193,16 @@ func (e *Env) CapoIPAMLog() string {
 
 func (e *Env) teardown() {
 	ctx := context.Background()
-	for i := 0; ; i++ {
-		if _, err := e.Calico.IPReservations().Delete(ctx, reserve.ShardName(e.Node, i), options.DeleteOptions{}); err != nil {
-			break
+	// The node's reservations share bucket objects with other nodes':
+	// release them, and the store deletes what is left empty.
+	store := calicostore.New(e.Calico, reserve.DefaultLimits)
+	if held, err := store.ListNode(ctx, e.Node); err == nil && len(held) > 0 {
+		refs := make([]reserve.Ref, 0, len(held))
+		for _, h := range held {
+			refs = append(refs, h.Ref())
+		}
+		if _, err := store.Release(ctx, refs); err != nil {
+			e.T.Logf("testbed: releasing the reservations of %s: %v", e.Node, err)
 		}
 	}
 	if _, err := e.Calico.IPPools().Delete(ctx, "pool-"+e.ID, options.DeleteOptions{}); err != nil {

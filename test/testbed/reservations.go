@@ -6,12 +6,13 @@ import (
 	"strconv"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
 // Reservations are capo's reservations for the env's node, by address.
 func (e *Env) Reservations() map[string]reserve.Entry {
 	e.T.Helper()
-	got, err := reserve.NewCalicoStore(e.Calico, reserve.DefaultLimits).ListNode(context.Background(), e.Node)
+	got, err := calicostore.New(e.Calico, reserve.DefaultLimits).ListNode(context.Background(), e.Node)
 	if err != nil {
 		e.T.Fatalf("reading reservations: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func startEtcd(sp *spawner, bin, dir string) (*proc, string, error) {
 	return p, curl, nil
 }
 
-func startAPIServer(sp *spawner, bin, dir, etcdURL string, pk *pki) (*proc, string, error) {
+func startAPIServer(sp *spawner, bin, dir, etcdURL string, pk *pki, o Options) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -54,20 +55,20 @@ func startAPIServer(sp *spawner, bin, dir, etcdURL string, pk *pki) (*proc, stri
 	if err := os.WriteFile(tokens, []byte(adminToken+`,capo-testbed-admin,1,"system:masters"`+"\n"), 0o600); err != nil {
 		return nil, "", err
 	}
-	url := "https://127.0.0.1:" + strconv.Itoa(port)
-	p, err := sp.start("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), bin,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file="+pk.CertFile, "--tls-private-key-file="+pk.KeyFile,
-		"--token-auth-file="+tokens, "--authorization-mode=RBAC",
+	addr := o.address()
+	url := "https://" + net.JoinHostPort(addr, strconv.Itoa(port))
+	args := []string{"--etcd-servers=" + etcdURL,
+		"--bind-address=" + addr, "--advertise-address=" + addr, "--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + pk.CertFile, "--tls-private-key-file=" + pk.KeyFile,
+		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+pk.SAPubFile, "--service-account-signing-key-file="+pk.SAKeyFile,
-		"--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
-		// No controller-manager runs here to create default service accounts.
-		"--disable-admission-plugins=ServiceAccount",
+		"--service-account-key-file=" + pk.SAPubFile, "--service-account-signing-key-file=" + pk.SAKeyFile,
+		"--service-cluster-ip-range=" + ServiceCIDR, "--allow-privileged=true",
 		"--enable-priority-and-fairness=false", "--profiling=false", "--v=1",
-	)
+	}
+	args = append(args, o.apiServerArgs()...)
+	p, err := sp.start("kube-apiserver", filepath.Join(dir, "kube-apiserver.log"), append([]string{bin}, args...)...)
 	if err != nil {
 		return nil, "", err
 	}

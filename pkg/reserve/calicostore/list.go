@@ -1,0 +1,97 @@
+package calicostore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// List returns every reservation in every capo object, whatever the
+// layout, and the objects that do not decode (skipped, never written).
+func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
+	list, err := s.objs.List(ctx, options.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing reservation objects: %w", err)
+	}
+	snap := map[string]*apiv3.IPReservation{}
+	decoded := map[string]*loaded{}
+	var objs []*reserve.Contents
+	for i := range list.Items {
+		res := &list.Items[i]
+		if res.Labels[reserve.ManagedByLabel] != reserve.ManagedBy {
+			continue
+		}
+		snap[res.Name], decoded[res.Name] = res, decode(res)
+		objs = append(objs, decoded[res.Name].c)
+	}
+	s.mu.Lock()
+	s.snapshot, s.decoded = snap, decoded
+	s.mu.Unlock()
+	return reserve.Collect(objs), nil
+}
+
+// objects are the snapshot's objects, decoded, by name; a List first if
+// this store has none. They are shared: read them, decode afresh to change.
+func (s *Store) objects(ctx context.Context) ([]*loaded, error) {
+	s.mu.Lock()
+	listed := s.snapshot != nil
+	s.mu.Unlock()
+	if !listed {
+		if _, err := s.List(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*loaded, 0, len(s.snapshot))
+	for name, res := range s.snapshot {
+		if d := s.decoded[name]; d == nil || d.res != res { // written since the List
+			s.decoded[name] = decode(res)
+		}
+		out = append(out, s.decoded[name])
+	}
+	slices.SortFunc(out, func(a, b *loaded) int { return strings.Compare(a.res.Name, b.res.Name) })
+	return out, nil
+}
+
+// maxLegacyShards is how many objects a node could have in the per-node
+// layout.
+const maxLegacyShards = 1000
+
+// ListNode returns one node's reservations: its bucket's, and those still
+// in its objects of the per-node layout (read up to the first missing one;
+// the controller's tidy moves them all, from a full List, anyway).
+func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, error) {
+	b, _, err := s.loadBucket(ctx, reserve.BucketOf(node))
+	if err != nil {
+		return nil, err
+	}
+	objs := []*reserve.Contents{}
+	if b.Head != nil {
+		objs = append(objs, b.Head)
+	}
+	objs = append(objs, b.Overflow...)
+	for i := 0; i < maxLegacyShards; i++ {
+		l, err := s.get(ctx, reserve.LegacyName(node, i))
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			break
+		}
+		objs = append(objs, l.c)
+	}
+	var out []reserve.Entry
+	for _, e := range reserve.Collect(objs).Entries {
+		if e.Node == node {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,159 @@
+package calicostore
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// Release takes refs out of every object that holds them, as the last List
+// saw them (a List first if there was none). An object left empty is
+// retired in the same write and then deleted; an emptied overflow object
+// also leaves its head's list, and a head left empty with nothing listed
+// goes too.
+func (s *Store) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
+	set, err := reserve.NewRefSet(refs)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := s.holding(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	var released []reserve.Ref
+	for _, res := range objs {
+		var got []reserve.Ref
+		l, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool {
+			got = c.Release(set)
+			return s.retireIfEmpty(c) || len(got) > 0
+		})
+		if err != nil {
+			return released, err
+		}
+		released = append(released, got...)
+		if err := s.finish(ctx, l); err != nil {
+			return released, err
+		}
+	}
+	slices.SortFunc(released, func(a, b reserve.Ref) int { return reserve.CompareAddr(a.IP, b.IP) })
+	return released, nil
+}
+
+// Stamp sets Seen on the refs' entries that have none.
+func (s *Store) Stamp(ctx context.Context, refs []reserve.Ref, seen time.Time) error {
+	set, err := reserve.NewRefSet(refs)
+	if err != nil {
+		return err
+	}
+	objs, err := s.holding(ctx, set)
+	if err != nil {
+		return err
+	}
+	for _, res := range objs {
+		if _, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool { return c.Stamp(set, seen) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holding are the objects of the snapshot that hold any of refs: overflow
+// and per-node objects first, heads last, so that a head sees the overflow
+// objects this pass deletes off its list before it is judged empty.
+func (s *Store) holding(ctx context.Context, set reserve.RefSet) ([]*apiv3.IPReservation, error) {
+	snap, err := s.objects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*apiv3.IPReservation
+	for _, l := range snap {
+		if l.c.Holds(set) {
+			out = append(out, l.res)
+		}
+	}
+	slices.SortFunc(out, func(a, b *apiv3.IPReservation) int { return headLast(a.Name) - headLast(b.Name) })
+	return out, nil
+}
+
+func headLast(name string) int {
+	if _, i, ok := reserve.ParseBucketName(name); ok && i == 0 {
+		return 1
+	}
+	return 0
+}
+
+// retireIfEmpty marks an object that holds nothing and lists nothing as
+// retired, and reports whether it did.
+func (s *Store) retireIfEmpty(c *reserve.Contents) bool {
+	if !c.Retirable() {
+		return false
+	}
+	c.Retired = true
+	return true
+}
+
+// finish deletes an object retired by the write that produced l, then
+// takes it off its head's list; a head left empty goes the same way.
+func (s *Store) finish(ctx context.Context, l *loaded) error {
+	if l == nil || !l.c.Retired {
+		return nil
+	}
+	if gone, err := s.remove(ctx, l); err != nil || !gone || l.c.Legacy() || l.c.Index == 0 {
+		return err
+	}
+	return s.unlist(ctx, l.c.Bucket, l.c.Index)
+}
+
+// unlist takes overflow object i off bucket n's list, then looks whether a
+// writer has made it again meanwhile and lists it back if so. The writer
+// does the converse (creates, then looks at the list), so whichever comes
+// second sees the other: the object never stays unlisted.
+func (s *Store) unlist(ctx context.Context, n, i int) error {
+	head, err := s.edit(ctx, reserve.BucketName(n, 0), nil, func(c *reserve.Contents) bool {
+		unlisted := !c.Retired && c.Unlist(i)
+		return s.retireIfEmpty(c) || unlisted
+	})
+	if err == nil {
+		err = s.finish(ctx, head)
+	}
+	if err != nil {
+		return err
+	}
+	if again, err := s.get(ctx, reserve.BucketName(n, i)); err != nil || again == nil {
+		return err
+	}
+	return s.relist(ctx, n, []int{i})
+}
+
+// edit applies change to the object as it is now and writes it if change
+// says it changed, reading afresh after a conflict. from is the object as
+// last seen (nil: read it). It returns the object as written, or as read
+// when unchanged; nil if it does not exist.
+func (s *Store) edit(ctx context.Context, name string, from *apiv3.IPReservation, change func(*reserve.Contents) bool) (*loaded, error) {
+	for attempt := 0; ; attempt++ {
+		var l *loaded
+		var err error
+		if from != nil && attempt == 0 {
+			l = decode(from)
+		} else if l, err = s.get(ctx, name); err != nil || l == nil {
+			return nil, err
+		}
+		if !change(l.c) {
+			return l, nil
+		}
+		out, err := s.put(ctx, l.c, l.res)
+		if err == nil {
+			return out, nil
+		}
+		if !retriable(err) || attempt >= maxAttempts {
+			return nil, err
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package reserve
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// RefSet is a set of reservations, addresses normalised.
+type RefSet map[Ref]bool
+
+// NewRefSet normalises refs; an address that does not parse is an error,
+// so that a release which would match nothing says so.
+func NewRefSet(refs []Ref) (RefSet, error) {
+	s := RefSet{}
+	for _, r := range refs {
+		addr, err := NormalizeAddr(r.IP)
+		if err != nil {
+			return nil, fmt.Errorf("reservation of node %q: %w", r.Node, err)
+		}
+		s[Ref{Node: r.Node, IP: addr}] = true
+	}
+	return s, nil
+}
+
+// Holds reports whether the object holds any of refs.
+func (c *Contents) Holds(refs RefSet) bool {
+	for _, e := range c.Entries {
+		if refs[e.Ref()] {
+			return true
+		}
+	}
+	return false
+}
+
+// Release takes refs out of the object and returns those it held. An
+// object that is not writable holds nothing capo may take out.
+func (c *Contents) Release(refs RefSet) []Ref {
+	if !c.Writable() {
+		return nil
+	}
+	var out []Ref
+	for addr, e := range c.Entries {
+		if refs[e.Ref()] {
+			c.remove(addr)
+			out = append(out, e.Ref())
+		}
+	}
+	return out
+}
+
+// Stamp sets Seen to at on the refs that have none, and reports whether
+// anything changed. Per-node objects keep their format (which has no
+// Seen) until the migration moves their entries.
+func (c *Contents) Stamp(refs RefSet, at time.Time) bool {
+	if !c.Writable() || c.Legacy() {
+		return false
+	}
+	changed := false
+	for _, e := range c.Entries {
+		if refs[e.Ref()] && e.Seen.IsZero() {
+			e.Seen = toSecond(at)
+			c.add(e)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// Retirable reports whether the object may be retired and deleted: it is
+// empty, and it is not a head that lists overflow objects.
+func (c *Contents) Retirable() bool {
+	return c.Writable() && len(c.Entries) == 0 && len(c.Overflow) == 0
+}
+
+// Unlist takes overflow object i off a head's list.
+func (c *Contents) Unlist(i int) bool {
+	n := len(c.Overflow)
+	c.Overflow = slices.DeleteFunc(c.Overflow, func(x int) bool { return x == i })
+	return len(c.Overflow) != n
+}
+
+// Relist puts overflow object i on a head's list.
+func (c *Contents) Relist(i int) bool {
+	if slices.Contains(c.Overflow, i) {
+		return false
+	}
+	c.Overflow = append(c.Overflow, i)
+	slices.Sort(c.Overflow)
+	return true
+}

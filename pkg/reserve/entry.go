@@ -1,0 +1,85 @@
+package reserve
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reasons an address was reserved.
+const (
+	ReasonCNIDel   = "cni-del"
+	ReasonNodeLost = "node-lost"
+)
+
+// Entry is one reserved address and why.
+type Entry struct {
+	IP         string // canonical (NormalizeAddr); a wider CIDR added by hand stays a CIDR
+	Node       string // the node whose teardown reserved it; "" for a CIDR added by hand
+	Namespace  string
+	Pod        string
+	PodUID     string
+	Reason     string
+	ReservedAt time.Time // by the writer's clock (an agent's)
+	// Seen is when capo-controller first saw the entry, by its own clock:
+	// one clock judges every entry's age. Zero until the controller stamps it.
+	Seen      time.Time
+	OwnerKind string // the pod's controller, e.g. StatefulSet
+	OwnerName string
+	OwnerUID  string
+}
+
+// Ref names one reservation: an address held for a node.
+type Ref struct{ Node, IP string }
+
+// Ref is the entry's name.
+func (e Entry) Ref() Ref { return Ref{Node: e.Node, IP: e.IP} }
+
+// SetPod fills what the pod object tells: its UID and its controller.
+func (e *Entry) SetPod(p *corev1.Pod) {
+	if p == nil {
+		return
+	}
+	e.PodUID = string(p.UID)
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		e.OwnerKind, e.OwnerName, e.OwnerUID = ref.Kind, ref.Name, string(ref.UID)
+	}
+}
+
+// same reports whether two entries say the same, times compared as instants.
+func (e Entry) same(o Entry) bool {
+	x, y := e, o
+	x.ReservedAt, x.Seen, y.ReservedAt, y.Seen = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return x == y && e.ReservedAt.Equal(o.ReservedAt) && e.Seen.Equal(o.Seen)
+}
+
+// toSecond is t as stored: whole seconds, UTC.
+func toSecond(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.Unix(t.Unix(), 0).UTC()
+}
+
+// older reports whether a was reserved first; it decides which copy of a
+// reservation held twice is kept.
+func older(a, b Entry) bool {
+	if a.ReservedAt.IsZero() != b.ReservedAt.IsZero() {
+		return !a.ReservedAt.IsZero() // metadata beats none (a CIDR added by hand)
+	}
+	return a.ReservedAt.Before(b.ReservedAt)
+}
+
+// merge is the one entry two copies of a reservation stand for: the
+// older's metadata and first timestamp, and the earliest Seen.
+func merge(a, b Entry) Entry {
+	keep, other := a, b
+	if older(b, a) {
+		keep, other = b, a
+	}
+	if keep.Seen.IsZero() || !other.Seen.IsZero() && other.Seen.Before(keep.Seen) {
+		keep.Seen = other.Seen
+	}
+	return keep
+}

@@ -1,0 +1,145 @@
+package reserve
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The annotation MetadataAnnotation holds one record per address. Fields
+// are separated by '|' and records by ';': neither occurs in addresses,
+// Kubernetes names, kinds or UIDs. The text is deflated and base64-encoded:
+// Calico fetches and decodes every IPReservation on every pod ADD, so the
+// bytes it carries are what capo costs everyone else, and base64 needs no
+// JSON escaping (the Kubernetes datastore wraps annotations in JSON again).
+//
+// "z2:" (packed) and "v2;" (text) records carry the node and Seen, as
+// bucket objects hold many nodes. "z1:" and "v1;" are today's per-node
+// objects, read for the migration. "retired" marks an object about to be
+// deleted: no writer may put anything in it (older agents fail to decode
+// it, which makes them journal instead of writing).
+const (
+	textV1      = "v1"
+	textV2      = "v2"
+	packedV1    = "z1:"
+	packedV2    = "z2:"
+	retiredMark = "retired"
+	fieldSep    = "|"
+	recordSep   = ";"
+	fieldsV1    = 9
+	fieldsV2    = 11
+)
+
+// record is an entry in v2 text. Zero times are empty fields; Seen is
+// seconds after ReservedAt when both are set (a few digits, not ten).
+func record(e Entry) string {
+	seen := unixText(e.Seen)
+	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
+		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
+	}
+	return strings.Join([]string{e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
+		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep)
+}
+
+func unixText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.Unix(), 10)
+}
+
+func parseUnix(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("bad time %q", s)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+// parseRecord reads one record of either version; v1 records belong to
+// the object's node and have never been seen by a controller.
+func parseRecord(version, s string) (Entry, error) {
+	f := strings.Split(s, fieldSep)
+	if version == textV1 {
+		if len(f) != fieldsV1 {
+			return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV1)
+		}
+		// ip ns pod poduid reason reservedAt kind name uid -> the v2 order
+		f = []string{f[0], "", f[1], f[2], f[3], f[4], f[5], "", f[6], f[7], f[8]}
+	}
+	if len(f) != fieldsV2 {
+		return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV2)
+	}
+	at, err := parseUnix(f[6])
+	if err != nil {
+		return Entry{}, fmt.Errorf("record %q: %w", s, err)
+	}
+	seen, err := parseUnix(strings.TrimPrefix(f[7], "+"))
+	if err != nil {
+		return Entry{}, fmt.Errorf("record %q: %w", s, err)
+	}
+	if strings.HasPrefix(f[7], "+") {
+		if at.IsZero() {
+			return Entry{}, fmt.Errorf("record %q: Seen relative to no time", s)
+		}
+		seen = at.Add(time.Duration(seen.Unix()) * time.Second)
+	}
+	return Entry{IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
+		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10]}, nil
+}
+
+// encodeRecords renders entries, in the order given, as a packed v2
+// annotation.
+func encodeRecords(entries []Entry) string {
+	parts := make([]string, 0, len(entries)+1)
+	parts = append(parts, textV2)
+	for _, e := range entries {
+		parts = append(parts, record(e))
+	}
+	return packedV2 + pack(strings.Join(parts, recordSep))
+}
+
+// encodeV1 renders entries in the per-node layout's format, which agents
+// of that layout read: times always as numbers, no node, no Seen.
+func encodeV1(entries []Entry) string {
+	parts := make([]string, 0, len(entries)+1)
+	parts = append(parts, textV1)
+	for _, e := range entries {
+		parts = append(parts, strings.Join([]string{e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason,
+			strconv.FormatInt(e.ReservedAt.Unix(), 10), e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep))
+	}
+	return packedV1 + pack(strings.Join(parts, recordSep))
+}
+
+// parseRecords reads an annotation of any format. retired: the object is
+// being deleted and holds nothing.
+func parseRecords(ann string) (entries []Entry, retired bool, err error) {
+	switch {
+	case ann == "":
+		return nil, false, nil
+	case ann == retiredMark:
+		return nil, true, nil
+	case strings.HasPrefix(ann, packedV1), strings.HasPrefix(ann, packedV2):
+		text, err := unpack(ann[len(packedV2):]) // both prefixes are 3 bytes
+		if err != nil {
+			return nil, false, fmt.Errorf("annotation %s: %w", MetadataAnnotation, err)
+		}
+		ann = text
+	}
+	parts := strings.Split(ann, recordSep)
+	if parts[0] != textV1 && parts[0] != textV2 {
+		return nil, false, fmt.Errorf("annotation %s has unknown format %.10q", MetadataAnnotation, parts[0])
+	}
+	for _, p := range parts[1:] {
+		e, err := parseRecord(parts[0], p)
+		if err != nil {
+			return nil, false, fmt.Errorf("annotation %s: %w", MetadataAnnotation, err)
+		}
+		entries = append(entries, e)
+	}
+	return entries, false, nil
+}

@@ -1,0 +1,50 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/capo-net/capo/test/nodebed"
+)
+
+// Opting the node in by annotation makes the agent pod put capo-ipam (the
+// one from its image) into containerd's CNI bin dir and wrap Calico's
+// conflist; the next pod's ADD goes through it and Calico IPAM allocates
+// for the pod's sandbox. Opting out gives Calico's file back byte for byte
+// and removes the binary.
+func TestOptInInstallsOptOutRestores(t *testing.T) {
+	ctx := context.Background()
+	if err := bed.CalicoOnly(); err != nil {
+		t.Fatalf("before opt-in the chain must be Calico's own: %v", err)
+	}
+	pool, cidr := bed.NewPool(t, 29)
+	ns := bed.Namespace(t, "optin", pool, true)
+	bed.OptIn(t)
+
+	fromImage, err := os.ReadFile(filepath.Join(bed.ImagesDir, "capo", runtime.GOARCH, "capo-ipam"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed, err := os.ReadFile(filepath.Join(nodebed.CNIBinDir, "capo-ipam"))
+	if err != nil || !bytes.Equal(installed, fromImage) {
+		t.Fatalf("%s/capo-ipam is not the image's capo-ipam (%v)", nodebed.CNIBinDir, err)
+	}
+
+	bed.StatefulSet(t, ns, "db", 1, nodebed.Workload{})
+	pod := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
+	if err := bed.AllocatedTo(ctx, cidr, pod.Status.PodIP, pod); err != nil {
+		t.Fatal(err)
+	}
+	sandbox := pod.Annotations["cni.projectcalico.org/containerID"]
+	if got := nodebed.StateDir.Addrs("k8s-pod-network", sandbox, "eth0"); len(got) != 1 || got[0] != pod.Status.PodIP {
+		t.Fatalf("capo-ipam recorded %v for the pod's ADD, want [%s]: the ADD did not go through capo-ipam", got, pod.Status.PodIP)
+	}
+
+	bed.OptOut(t)
+	nodebed.Eventually(t, 30*time.Second, "Calico's own chain back after opt-out", bed.CalicoOnly)
+}
