@@ -28,6 +28,7 @@ import (
 // SIGTERM. It returns the process exit code.
 func Run(component string, level slog.Level, datastoreQPS float32, start func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error) int {
 	SetupLogs(os.Stderr, component, level)
+	LimitMemory()
 	kube, err := kubeclient.Kubernetes(component, 50)
 	if err != nil {
 		slog.Error("startup", "err", err)

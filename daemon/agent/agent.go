@@ -162,6 +162,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer func() { <-done; a.cni.onExit(r) }()
 	}
 	a.ready.Store(true)
+	daemon.ReleaseStartupMemory()
 	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
 	select {
 	case <-ctx.Done():

@@ -82,6 +82,7 @@ func agentAtScale(b *testing.B, cluster *testbed.Cluster, onNode int) {
 	reportMiB(b, a.RSSBytes(), "idle-rss-MiB")
 	reportMiB(b, int64(a.Metric("go_memstats_heap_inuse_bytes")), "idle-heap-MiB")
 	reportMiB(b, a.PeakRSSBytes(), "start-peak-rss-MiB")
+	reportMiB(b, a.AnonRSSBytes(), "idle-anon-rss-MiB")
 
 	stormPeak := sampleMax(a.RSSBytes, func() { delStorm(b, env, netconf, sandboxes) })
 	reportMiB(b, stormPeak, "storm-rss-MiB")

@@ -118,6 +118,10 @@ func (a *Agent) Kill() {
 func (a *Agent) RSSBytes() int64     { return rss(a.proc.cmd.Process.Pid) }
 func (a *Agent) PeakRSSBytes() int64 { return peakRSS(a.proc.cmd.Process.Pid) }
 
+// AnonRSSBytes is the part of RSSBytes not backed by files: what the
+// process allocated, as against the executable's mapped pages.
+func (a *Agent) AnonRSSBytes() int64 { return statusBytes(a.proc.cmd.Process.Pid, "RssAnon:") }
+
 // Binary is the executable's path.
 func (a *Agent) Binary() string { return a.env.Bed.Bin.CapoAgent }
 

@@ -49,3 +49,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   readOnly: true
 {{- end }}
 {{- end }}
+
+{{/* The container's memory limit, from which the daemon sets Go's (daemon.LimitMemory). */}}
+{{- define "capo.memoryLimitEnv" -}}
+- name: CAPO_MEMORY_LIMIT
+  valueFrom: {resourceFieldRef: {resource: limits.memory}}
+{{- end }}
