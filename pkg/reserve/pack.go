@@ -6,19 +6,33 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // maxUnpacked bounds what a packed annotation may expand to, so a corrupt
 // or hostile object cannot make capo allocate without limit.
 const maxUnpacked = 4 << 20
 
+// Deflate's writers (about 1 MiB of tables each) and readers are reused:
+// a storm of writes, or a pass that decodes every bucket, would otherwise
+// allocate one each time and grow the heap with garbage.
+var (
+	writers = sync.Pool{New: func() any {
+		w, _ := flate.NewWriter(nil, flate.DefaultCompression) // fails only on a bad level
+		return w
+	}}
+	readers = sync.Pool{New: func() any { return flate.NewReader(nil) }}
+)
+
 // pack deflates at the default level: on a bucket of 625 entries it comes
 // within 1% of the best level's size at half its time, which every write pays.
 func pack(text string) string {
 	var buf bytes.Buffer
-	w, _ := flate.NewWriter(&buf, flate.DefaultCompression)
+	w, _ := writers.Get().(*flate.Writer)
+	w.Reset(&buf)
 	_, _ = w.Write([]byte(text))
 	_ = w.Close()
+	writers.Put(w)
 	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
@@ -27,8 +41,11 @@ func unpack(packed string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("not base64: %w", err)
 	}
-	r := flate.NewReader(bytes.NewReader(raw))
-	defer r.Close()
+	r, _ := readers.Get().(io.ReadCloser)
+	if err := r.(flate.Resetter).Reset(bytes.NewReader(raw), nil); err != nil {
+		return "", fmt.Errorf("not deflate data: %w", err)
+	}
+	defer readers.Put(r)
 	out, err := io.ReadAll(io.LimitReader(r, maxUnpacked+1))
 	if err != nil {
 		return "", fmt.Errorf("not deflate data: %w", err)
