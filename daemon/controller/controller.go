@@ -104,6 +104,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return errors.New("informer caches did not sync")
 	}
 	c.synced.Store(true)
+	daemon.ReleaseStartupMemory()
 	go c.runLost(ctx)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaName(c.opts.Namespace, c.opts.LeaseName),

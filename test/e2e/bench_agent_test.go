@@ -89,6 +89,7 @@ func agentAtScale(b *testing.B, cluster *testbed.Cluster, onNode int) {
 	a.WaitMetric(float64(len(stormed)), "capo_agent_del_decisions_total", `outcome="reserved"`)
 	time.Sleep(agentIdle)
 	reportMiB(b, a.RSSBytes(), "after-storm-rss-MiB")
+	reportMiB(b, a.AnonRSSBytes(), "after-storm-anon-rss-MiB")
 	reportMiB(b, a.PeakRSSBytes(), "peak-rss-MiB")
 }
 
