@@ -32,9 +32,11 @@ func trimPod(obj any) (any, error) {
 	}
 	return &corev1.Pod{
 		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, Annotations: keepAnnotations(p.Annotations, capoPrefix, calicoPrefix),
-			OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
+			OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+		},
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
 	}, nil
@@ -75,8 +77,10 @@ func trimMeta(obj any, keep func(label string) bool, prefixes ...string) (any, e
 	}
 	return &metav1.PartialObjectMetadata{
 		TypeMeta: m.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-			Labels: labels, Annotations: keepAnnotations(m.Annotations, prefixes...), DeletionTimestamp: m.DeletionTimestamp},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+			Labels: labels, Annotations: keepAnnotations(m.Annotations, prefixes...), DeletionTimestamp: m.DeletionTimestamp,
+		},
 	}, nil
 }
 

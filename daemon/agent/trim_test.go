@@ -24,8 +24,10 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate}}
 	pod := func(ann map[string]string, lbl map[string]string) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u1", Labels: lbl, Annotations: ann, ManagedFields: managed,
-				OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "s1", Controller: &yes}}},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "broker-0", Namespace: "kafka", UID: "u1", Labels: lbl, Annotations: ann, ManagedFields: managed,
+				OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "s1", Controller: &yes}},
+			},
 			Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "kafka", Image: "kafka:3"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{{Type: corev1.PodReady}}},
 		}
@@ -38,8 +40,10 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 	}
 	pods[1].DeletionTimestamp = &gone
 	namespaces := []*metav1.PartialObjectMetadata{
-		{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled, "team": "a"},
-			Annotations: map[string]string{"cni.projectcalico.org/ipv6pools": `["p6"]`, "owner": "x"}, ManagedFields: managed}},
+		{ObjectMeta: metav1.ObjectMeta{
+			Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled, "team": "a"},
+			Annotations: map[string]string{"cni.projectcalico.org/ipv6pools": `["p6"]`, "owner": "x"}, ManagedFields: managed,
+		}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{"kubernetes.io/metadata.name": "kafka"}}},
 	}
 	nodes := []*metav1.PartialObjectMetadata{

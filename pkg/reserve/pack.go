@@ -42,7 +42,8 @@ func unpack(packed string) (string, error) {
 		return "", fmt.Errorf("not base64: %w", err)
 	}
 	r, _ := readers.Get().(io.ReadCloser)
-	if err := r.(flate.Resetter).Reset(bytes.NewReader(raw), nil); err != nil {
+	reset, _ := r.(flate.Resetter) // flate.NewReader's readers are
+	if err := reset.Reset(bytes.NewReader(raw), nil); err != nil {
 		return "", fmt.Errorf("not deflate data: %w", err)
 	}
 	defer readers.Put(r)
