@@ -51,8 +51,10 @@ func TestKubeletEvictionIsReservedWherePlainCalicoReuses(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not reserved; reservations %v", victim.IP(), env.Reservations())
 		}
-		want := reserve.Entry{IP: victim.IP(), Node: env.Node, Namespace: env.Namespace, Pod: victim.Pod.Name, PodUID: string(victim.Pod.UID),
-			Reason: reserve.ReasonCNIDel, ReservedAt: r.ReservedAt, OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "uid-StatefulSet-redis"}
+		want := reserve.Entry{
+			IP: victim.IP(), Node: env.Node, Namespace: env.Namespace, Pod: victim.Pod.Name, PodUID: string(victim.Pod.UID),
+			Reason: reserve.ReasonCNIDel, ReservedAt: r.ReservedAt, OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "uid-StatefulSet-redis",
+		}
 		if r != want || time.Since(r.ReservedAt) > time.Minute {
 			t.Fatalf("reservation %+v\nwant %+v", r, want)
 		}
