@@ -3,6 +3,7 @@ package controller
 import (
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -239,7 +240,9 @@ func (c *Controller) remember(lp lostPod) {
 	for i < len(c.missed) && !c.missed[i].seen.After(cutoff) {
 		i++
 	}
-	keep := c.missed[i:]
+	// What is seen last of a pod is what is known best: a node whose agent
+	// went away (agent-away) and then the node itself (node-lost).
+	keep := slices.DeleteFunc(c.missed[i:], func(m lostPod) bool { return m.pod == lp.pod })
 	if len(keep) >= maxRemembered {
 		keep = keep[len(keep)-maxRemembered+1:]
 	}
