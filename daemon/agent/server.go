@@ -27,7 +27,7 @@ const maxInFlight = 512
 // listenSocket opens the unix socket: directory created, a stale socket
 // from a dead agent removed, a live agent's socket left alone, mode 0600.
 func listenSocket(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -72,7 +72,7 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:       10 * time.Second,
 		MaxHeaderBytes:    8 << 10,
 	}
-	go func() {
+	go func() { //nolint:gosec // G118: the shutdown runs after ctx is done, so it needs a context of its own
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -143,8 +143,10 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations),
-		Decision: atAdd(ns, pod, a.selectors())})
+	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{
+		Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations),
+		Decision: atAdd(ns, pod, a.selectors()),
+	})
 }
 
 // atAdd is the decision for the pod as it starts, on its own and its

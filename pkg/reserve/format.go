@@ -38,8 +38,10 @@ func record(e Entry) string {
 	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
 		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
 	}
-	return strings.Join([]string{e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
-		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep)
+	return strings.Join([]string{
+		e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
+		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID,
+	}, fieldSep)
 }
 
 func unixText(t time.Time) string {
@@ -88,8 +90,10 @@ func parseRecord(version, s string) (Entry, error) {
 		}
 		seen = at.Add(time.Duration(seen.Unix()) * time.Second)
 	}
-	return Entry{IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
-		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10]}, nil
+	return Entry{
+		IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
+		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10],
+	}, nil
 }
 
 // encodeRecords renders entries, in the order given, as a packed v2
@@ -109,8 +113,10 @@ func encodeV1(entries []Entry) string {
 	parts := make([]string, 0, len(entries)+1)
 	parts = append(parts, textV1)
 	for _, e := range entries {
-		parts = append(parts, strings.Join([]string{e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason,
-			strconv.FormatInt(e.ReservedAt.Unix(), 10), e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep))
+		parts = append(parts, strings.Join([]string{
+			e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason,
+			strconv.FormatInt(e.ReservedAt.Unix(), 10), e.OwnerKind, e.OwnerName, e.OwnerUID,
+		}, fieldSep))
 	}
 	return packedV1 + pack(strings.Join(parts, recordSep))
 }
