@@ -42,7 +42,8 @@ type Placement struct {
 // room, the head first, and makes new objects when all are full: first the
 // ones the head lists but that do not exist, then new numbers, listed in
 // the head. With refresh (the migration), an entry already held takes the
-// older metadata and first timestamp of the two.
+// older metadata and first timestamp of the two. A later teardown of the
+// same pod from another sandbox replaces the entry held (see renews).
 func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*Placement, error) {
 	p := &Placement{}
 	dirty := map[*Contents]bool{}
@@ -56,7 +57,12 @@ func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*P
 		e.IP, e.Node = addr, node
 		e.ReservedAt, e.Seen = toSecond(e.ReservedAt), toSecond(e.Seen)
 		if holder := b.holder(addr); holder != nil {
-			if m := merge(holder.Entries[addr], e); refresh && holder.Writable() && !m.same(holder.Entries[addr]) {
+			held := holder.Entries[addr]
+			switch m := merge(held, e); {
+			case holder.Writable() && renews(held, e):
+				holder.add(e)
+				dirty[holder] = true
+			case refresh && holder.Writable() && !m.same(held):
 				holder.add(m)
 				dirty[holder] = true
 			}
