@@ -73,7 +73,7 @@ func TestHeldIsThePodsIdentityOnly(t *testing.T) {
 }
 
 func pool() *Pool {
-	return &Pool{Name: "pool-a", CIDR: "10.0.0.0/24", Workloads: true, SelectsNode: true}
+	return &Pool{Name: "pool-a", CIDR: "10.0.0.0/24", Workloads: true, SelectsNode: true, SelectsNamespace: true}
 }
 
 func TestCheck(t *testing.T) {
@@ -95,6 +95,7 @@ func TestCheck(t *testing.T) {
 		{"disabled pool", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.Disabled = true }), NoPool, "is disabled"},
 		{"pool not for workloads", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.Workloads = false }), NoPool, "does not allow workloads"},
 		{"pool moved off the node", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.SelectsNode = false }), PoolNotForNode, "does not select node n1"},
+		{"pool not for the namespace", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.SelectsNamespace = false }), PoolNotForNode, "does not select the pod's namespace"},
 		{"pool annotation by name", config.ReturnSameNode, with(here, func(f *Facts) { f.Requested = []string{"pool-a"} }), "", ""},
 		{"pool annotation by cidr", config.ReturnSameNode, with(here, func(f *Facts) { f.Requested = []string{"10.0.0.0/24"} }), "", ""},
 		{"pool annotation elsewhere", config.ReturnSameNode, with(here, func(f *Facts) { f.Requested = []string{"gold"} }), PoolNotForNode, "does not include pool pool-a"},

@@ -15,6 +15,7 @@ type Pool struct {
 	Disabled         bool
 	Workloads        bool // allowedUses includes Workload
 	SelectsNode      bool // the pool's nodeSelector matches the node the pod starts on
+	SelectsNamespace bool // its namespaceSelector matches the pod's namespace
 	VXLAN            bool // vxlanMode Always or CrossSubnet
 	DisableBGPExport bool
 }
@@ -53,6 +54,8 @@ func Check(mode config.ReturnMode, e reserve.Entry, f Facts) (Reason, string) {
 		return NoPool, fmt.Sprintf("IP pool %s, which contains %s, does not allow workloads", f.Pool.Name, e.IP)
 	case !f.Pool.SelectsNode:
 		return PoolNotForNode, fmt.Sprintf("IP pool %s, which contains %s, does not select node %s (its nodeSelector)", f.Pool.Name, e.IP, f.Node)
+	case !f.Pool.SelectsNamespace:
+		return PoolNotForNode, fmt.Sprintf("IP pool %s, which contains %s, does not select the pod's namespace (its namespaceSelector)", f.Pool.Name, e.IP)
 	case f.Requested != nil && !requested(f.Requested, f.Pool):
 		return PoolNotForNode, fmt.Sprintf("the pod's Calico pool annotation %v does not include pool %s, which contains %s", f.Requested, f.Pool.Name, e.IP)
 	case e.Node == f.Node:
