@@ -46,6 +46,7 @@ type decider struct {
 	selectors func() []selection.Selector
 	observe   func(time.Duration) // how long a reservation took
 	now       func() time.Time
+	reserved  func([]reserve.Entry) // told of every reservation written; nil: nobody
 }
 
 // Decide reserves the sandbox's addresses if its pod is selected, or says
@@ -81,6 +82,9 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}
 	a.observe(a.now().Sub(start))
+	if a.reserved != nil {
+		a.reserved(entries)
+	}
 	slog.Info("reserved", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
 	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: d.Rule}, nil
 }
@@ -114,7 +118,8 @@ func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]st
 }
 
 func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Time) reserve.Entry {
-	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC()}
+	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC(),
+		Sandbox: reserve.SandboxOf(req.ContainerID)}
 	e.SetPod(pod)
 	return e
 }

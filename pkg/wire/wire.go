@@ -13,6 +13,11 @@ const ReservePath = "/v1/reserve"
 // caches, so capo-ipam's ADD need not read them from the API server.
 const AnnotationsPath = "/v1/ipam-annotations"
 
+// ReturnOutcomePath is where capo-ipam tells the agent that addresses it
+// was offered could not be given back, so the pod's Event and the metrics
+// say why.
+const ReturnOutcomePath = "/v1/return-outcome"
+
 // MaxBodyBytes bounds every body either side reads.
 const MaxBodyBytes = 64 << 10
 
@@ -84,4 +89,28 @@ type AnnotationsResponse struct {
 	Namespace map[string]string `json:"namespace,omitempty"`
 	Pod       map[string]string `json:"pod,omitempty"`
 	Decision  *Decision         `json:"decision,omitempty"`
+	// Return is set for a pod that may get reserved addresses back.
+	Return *Return `json:"return,omitempty"`
+}
+
+// Return is the agent's answer for a returning StatefulSet pod: the
+// addresses capo holds for it to request from the delegate, or why they
+// are not offered.
+type Return struct {
+	// IPs, one per family, are to be requested all together or not at all.
+	IPs []string `json:"ips,omitempty"`
+	// Held are the addresses held for the pod when they are not offered;
+	// Reason (a bounded word) and Why (a sentence) say why.
+	Held   []string `json:"held,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	Why    string   `json:"why,omitempty"`
+}
+
+// ReturnOutcome tells the agent that offered addresses were not given
+// back and the pod got fresh ones; the reservation stays.
+type ReturnOutcome struct {
+	Pod    PodRef   `json:"pod"`
+	IPs    []string `json:"ips"`
+	Reason string   `json:"reason"`
+	Why    string   `json:"why"`
 }

@@ -1,0 +1,156 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/giveback"
+	"github.com/capo-net/capo/pkg/giveback/calicoview"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// returner answers the ADD of a returning StatefulSet pod: the addresses
+// capo holds for it, checked against Calico, or why they are not given
+// back. Pods that are not candidates cost nothing; a candidate with
+// nothing held on this node costs a look in memory (held).
+type returner struct {
+	node     string
+	store    reserve.Store
+	calico   clientv3.Interface
+	mode     func() config.ReturnMode
+	held     *heldIndex
+	timeout  time.Duration // for the whole lookup; past it the pod gets a fresh address
+	recorder record.EventRecorder
+	metrics  *metrics
+}
+
+// offer is the Return for pod, or nil when it is not a candidate or
+// nothing is held for it.
+func (r *returner) offer(ctx context.Context, pod *corev1.Pod, ns *corev1.Namespace, d selection.Decision) *wire.Return {
+	mode := r.mode()
+	if ok, _ := giveback.Candidate(mode, pod, d); !ok {
+		return nil
+	}
+	if mode == config.ReturnSameNode && !r.held.has(pod) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	held, err := r.lookup(ctx, mode, pod)
+	if err != nil {
+		return r.refuse(pod, nil, giveback.Unreadable, "reading the reservations: "+err.Error())
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	view, err := calicoview.Read(ctx, r.calico, r.node, held)
+	if err != nil {
+		return r.refuse(pod, held, giveback.Unreadable, err.Error())
+	}
+	for _, e := range held {
+		if reason, why := giveback.Check(mode, e, view.Facts(e, ns, pod.Annotations)); reason != "" {
+			return r.refuse(pod, held, reason, why)
+		}
+	}
+	r.metrics.returns.WithLabelValues("offered", "").Inc()
+	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", giveback.IPs(held))
+	return &wire.Return{IPs: giveback.IPs(held)}
+}
+
+// lookup reads the reservations held for pod: this node's bucket for
+// sameNode, every object for anyNode (a pod may come back anywhere).
+func (r *returner) lookup(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) ([]reserve.Entry, error) {
+	if mode == config.ReturnSameNode {
+		es, err := r.store.ListNode(ctx, r.node)
+		if err == nil {
+			r.held.replace(es)
+		}
+		return giveback.Held(es, pod), err
+	}
+	l, err := r.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return giveback.Held(l.Entries, pod), nil
+}
+
+// refuse says why held addresses are not given back: in the log, in the
+// metrics and, when something is held, on the pod.
+func (r *returner) refuse(pod *corev1.Pod, held []reserve.Entry, reason giveback.Reason, why string) *wire.Return {
+	r.metrics.returns.WithLabelValues("refused", string(reason)).Inc()
+	slog.Info("not giving a returning pod its addresses back", "pod", pod.Namespace+"/"+pod.Name, "ips", giveback.IPs(held), "reason", reason, "why", why)
+	if len(held) > 0 {
+		r.event(pod, giveback.IPs(held), why)
+	}
+	return &wire.Return{Held: giveback.IPs(held), Reason: string(reason), Why: why}
+}
+
+func (r *returner) event(pod *corev1.Pod, ips []string, why string) {
+	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressNotReturned",
+		"capo holds %s for this pod but did not give it back: %s. The pod gets a fresh address; the reservation stays.", strings.Join(ips, " and "), why)
+}
+
+// fellBack records what capo-ipam reports: offered addresses that
+// calico-ipam would not give back.
+func (r *returner) fellBack(pod *corev1.Pod, o *wire.ReturnOutcome) {
+	r.metrics.returns.WithLabelValues("fell-back", o.Reason).Inc()
+	slog.Warn("a returning pod got fresh addresses instead of its own", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "reason", o.Reason, "why", o.Why)
+	if pod != nil {
+		r.event(pod, o.IPs, o.Why)
+	}
+}
+
+// heldIndex remembers which pod identities hold reservations on this node,
+// from every read of the node's reservations and every one this agent
+// writes, so that a candidate with nothing held costs no read. A stale miss
+// (written by capo-controller since the last read, at most the count loop's
+// period ago) only means a fresh address, never a lost reservation.
+type heldIndex struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func newHeldIndex() *heldIndex { return &heldIndex{ids: map[string]bool{}} }
+
+func identity(namespace, name, setUID string) string { return namespace + "/" + name + "/" + setUID }
+
+func (h *heldIndex) has(pod *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[identity(pod.Namespace, pod.Name, string(ref.UID))]
+}
+
+// replace sets the index to what a read of the node's reservations found.
+func (h *heldIndex) replace(es []reserve.Entry) {
+	ids := make(map[string]bool, len(es))
+	for _, e := range es {
+		ids[identity(e.Namespace, e.Pod, e.OwnerUID)] = true
+	}
+	h.mu.Lock()
+	h.ids = ids
+	h.mu.Unlock()
+}
+
+// add notes reservations this agent wrote.
+func (h *heldIndex) add(es []reserve.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range es {
+		h.ids[identity(e.Namespace, e.Pod, e.OwnerUID)] = true
+	}
+}
