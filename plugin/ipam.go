@@ -85,11 +85,12 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	defer c.done()
 	st.done("setup")
-	ann := agentAnnotations{agent: wire.NewClient(c.conf.IPAM.AgentSocket), timeout: 2 * time.Second}
+	agent := wire.NewClient(c.conf.IPAM.AgentSocket)
+	ann := agentAnnotations{agent: agent, timeout: 2 * time.Second}
 	if kc := calicoSettingsOf(c.conf).Kubernetes.Kubeconfig; kc != "" {
 		ann.fallback = kubeAnnotations{kubeconfig: kc}
 	}
-	err = add(c.ctx, args, c.conf, addDeps{delegate: c.d, journal: c.journal, ann: ann, stdout: os.Stdout, steps: st})
+	err = add(c.ctx, args, c.conf, addDeps{delegate: c.d, journal: c.journal, ann: ann, reporter: agent, stdout: os.Stdout, steps: st})
 	st.log("ADD steps")
 	return err
 }
@@ -124,6 +125,7 @@ type addDeps struct {
 	delegate Delegate
 	journal  Journal
 	ann      Annotations // nil: the pod's annotations cannot be read
+	reporter Reporter    // hears how a return ended; nil: nobody
 	stdout   io.Writer
 	steps    *steps // nil: not timed
 }
@@ -144,7 +146,11 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, deps addDeps) e
 		slog.Error("ADD failed", "err", err)
 		return err
 	}
-	out, err := d.Invoke(ctx, "ADD", conf)
+	var ret *wire.Return
+	if info != nil {
+		ret = info.Return
+	}
+	out, err := returnAdd(ctx, args.Args, pod.Namespace+"/"+pod.Name, conf, d, deps.reporter, pod, ret)
 	st.done("delegate")
 	if err != nil {
 		slog.Error("ADD failed", "err", err)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,7 @@ import (
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-// returner answers the ADD of a returning StatefulSet pod: the addresses
+// returner answers the ADD of a returning pod: the addresses
 // capo holds for it, checked against Calico, or why they are not given
 // back. Pods that are not candidates cost nothing; a candidate with
 // nothing held on this node costs a look in memory (held).
@@ -111,6 +112,37 @@ func (r *returner) fellBack(pod *corev1.Pod, o *wire.ReturnOutcome) {
 	}
 }
 
+// returned ends the reservations of addresses a returning pod got back,
+// with reason returned. Only the pod's own identity's entries end: an
+// address held for someone else stays held.
+func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnOutcome) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r.metrics.returns.WithLabelValues(wire.Returned, "").Inc()
+	if pod == nil {
+		slog.Warn("a pod got its addresses back but is not known to the agent: its reservations end as any other does", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs)
+		return
+	}
+	l, err := r.store.List(ctx)
+	if err != nil {
+		slog.Warn("reading reservations to end those returned", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "err", err)
+		return
+	}
+	var refs []reserve.Ref
+	for _, e := range giveback.Held(l.Entries, pod) {
+		if slices.Contains(o.IPs, e.IP) {
+			refs = append(refs, e.Ref())
+		}
+	}
+	released, err := r.store.Release(ctx, refs)
+	if err != nil {
+		slog.Warn("ending the reservations of returned addresses", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "err", err)
+		return
+	}
+	slog.Info("released", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "reason", wire.Returned, "refs", released)
+	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(o.IPs, " and "))
+}
+
 // heldIndex remembers which pod identities hold reservations on this node,
 // from every read of the node's reservations and every one this agent
 // writes, so that a candidate with nothing held costs no read. A stale miss
@@ -123,23 +155,41 @@ type heldIndex struct {
 
 func newHeldIndex() *heldIndex { return &heldIndex{ids: map[string]bool{}} }
 
-func identity(namespace, name, setUID string) string { return namespace + "/" + name + "/" + setUID }
+// identities are the keys an entry or a pod is known by: its pod UID, and
+// its name under its controller.
+func identities(namespace, name, podUID, ownerUID string) []string {
+	var ids []string
+	if podUID != "" {
+		ids = append(ids, "uid/"+podUID)
+	}
+	if ownerUID != "" {
+		ids = append(ids, namespace+"/"+name+"/"+ownerUID)
+	}
+	return ids
+}
 
 func (h *heldIndex) has(pod *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return false
+	var owner string
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		owner = string(ref.UID)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.ids[identity(pod.Namespace, pod.Name, string(ref.UID))]
+	for _, id := range identities(pod.Namespace, pod.Name, string(pod.UID), owner) {
+		if h.ids[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // replace sets the index to what a read of the node's reservations found.
 func (h *heldIndex) replace(es []reserve.Entry) {
-	ids := make(map[string]bool, len(es))
+	ids := make(map[string]bool, 2*len(es))
 	for _, e := range es {
-		ids[identity(e.Namespace, e.Pod, e.OwnerUID)] = true
+		for _, id := range identities(e.Namespace, e.Pod, e.PodUID, e.OwnerUID) {
+			ids[id] = true
+		}
 	}
 	h.mu.Lock()
 	h.ids = ids
@@ -151,6 +201,8 @@ func (h *heldIndex) add(es []reserve.Entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range es {
-		h.ids[identity(e.Namespace, e.Pod, e.OwnerUID)] = true
+		for _, id := range identities(e.Namespace, e.Pod, e.PodUID, e.OwnerUID) {
+			h.ids[id] = true
+		}
 	}
 }

@@ -150,8 +150,8 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
-// handleReturnOutcome hears from capo-ipam that offered addresses were not
-// given back after all.
+// handleReturnOutcome hears from capo-ipam how an offer ended. It answers
+// at once: the reservations of returned addresses end in the background.
 func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	var o wire.ReturnOutcome
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&o); err != nil {
@@ -160,7 +160,12 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	a.returner.fellBack(a.cluster.Pod(ctx, o.Pod), &o)
+	pod := a.cluster.Pod(ctx, o.Pod)
+	if o.Outcome == wire.Returned {
+		go a.returner.returned(context.WithoutCancel(ctx), pod, o)
+	} else {
+		a.returner.fellBack(pod, &o)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte("{}"))
 }

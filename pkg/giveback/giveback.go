@@ -46,18 +46,16 @@ const (
 // Reasons lists every Reason, for metrics.
 var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable}
 
-// Candidate reports whether pod may get addresses back, or why not: a
-// StatefulSet's pod (the identity that comes back under the same name),
+// Candidate reports whether pod may get addresses back, or why not:
 // selected on this node, not opted out, with returnAddress on. d is the
-// selection decision for pod on the node it starts on.
+// selection decision for pod on the node it starts on. Which addresses
+// are its own is Held's to say.
 func Candidate(mode config.ReturnMode, pod *corev1.Pod, d selection.Decision) (bool, string) {
 	switch {
 	case mode == config.ReturnOff:
 		return false, "returnAddress is off"
 	case pod == nil:
 		return false, "the pod object is unknown"
-	case setOf(pod) == nil:
-		return false, "not a StatefulSet's pod: only a StatefulSet brings a pod back under the same name"
 	case pod.Annotations[PodAnnotation] == Disabled:
 		return false, fmt.Sprintf("pod annotation %s=%s", PodAnnotation, Disabled)
 	case d.Verdict != selection.Selected:
@@ -75,20 +73,21 @@ func setOf(pod *corev1.Pod) *metav1.OwnerReference {
 	return ref
 }
 
-// Held picks the reservations made for pod's identity: the same namespace
+// Held picks the reservations made for pod's identity: the same pod (its
+// UID: a sandbox re-created under a running pod), or the same namespace
 // and name under the same StatefulSet (its UID: a set deleted and
-// re-created inherits nothing). Of several for one family (the pod lost
-// addresses more than once), the latest teardown's; IPv4 first.
+// re-created inherits nothing; only a StatefulSet brings a pod back under
+// its name). Of several for one family (the pod lost addresses more than
+// once), the latest teardown's; IPv4 first.
 func Held(entries []reserve.Entry, pod *corev1.Pod) []reserve.Entry {
-	set := setOf(pod)
-	if set == nil {
+	if pod == nil {
 		return nil
 	}
 	var v4, v6 *reserve.Entry
 	for i := range entries {
 		e := &entries[i]
 		addr, err := netip.ParseAddr(e.IP)
-		if err != nil || e.Namespace != pod.Namespace || e.Pod != pod.Name || e.OwnerKind != "StatefulSet" || e.OwnerUID != string(set.UID) {
+		if err != nil || !Owns(pod, *e) {
 			continue
 		}
 		best := &v4
@@ -106,6 +105,15 @@ func Held(entries []reserve.Entry, pod *corev1.Pod) []reserve.Entry {
 		}
 	}
 	return out
+}
+
+// Owns reports whether e was reserved for pod's identity (see Held).
+func Owns(pod *corev1.Pod, e reserve.Entry) bool {
+	if e.PodUID != "" && e.PodUID == string(pod.UID) {
+		return true
+	}
+	set := setOf(pod)
+	return set != nil && e.Namespace == pod.Namespace && e.Pod == pod.Name && e.OwnerKind == "StatefulSet" && e.OwnerUID == string(set.UID)
 }
 
 // IPs are the entries' addresses.

@@ -36,7 +36,7 @@ func TestCandidate(t *testing.T) {
 		{"statefulset pod", config.ReturnSameNode, setPod("redis-3", "a", nil), selected, ""},
 		{"any node", config.ReturnAnyNode, setPod("redis-3", "a", nil), selected, ""},
 		{"off", config.ReturnOff, setPod("redis-3", "a", nil), selected, "returnAddress is off"},
-		{"replicaset pod", config.ReturnSameNode, rs, selected, "not a StatefulSet's pod"},
+		{"replicaset pod (its own sandbox re-created)", config.ReturnSameNode, rs, selected, ""},
 		{"opted out", config.ReturnSameNode, setPod("redis-3", "a", map[string]string{PodAnnotation: Disabled}), selected, "capo.io/return-address=disabled"},
 		{"not selected", config.ReturnSameNode, setPod("redis-3", "a", nil), selection.Decision{Verdict: selection.NotSelected, Rule: "pod matches no configured pod selector"}, "not selected: pod matches no"},
 		{"unknown pod", config.ReturnSameNode, nil, selected, "unknown"},
@@ -67,8 +67,22 @@ func TestHeldIsThePodsIdentityOnly(t *testing.T) {
 	if strings.Join(got, ",") != "10.0.0.9,fd00::3" {
 		t.Fatalf("held %v", got)
 	}
-	if got := Held(es, setPod("redis-3", "c", nil)); len(got) != 0 {
+	newSet := setPod("redis-3", "c", nil)
+	newSet.UID = "new-pod-uid"
+	if got := Held(es, newSet); len(got) != 0 {
 		t.Fatalf("a new set's pod inherits %v", got)
+	}
+}
+
+func TestHeldBySamePodUID(t *testing.T) {
+	rs := setPod("web-1", "a", nil)
+	rs.OwnerReferences[0].Kind = "ReplicaSet"
+	es := []reserve.Entry{
+		{IP: "10.0.0.7", Node: "n1", Namespace: "ns", Pod: "web-1", PodUID: "pod-uid", OwnerKind: "ReplicaSet", OwnerUID: "set-a"},
+		{IP: "10.0.0.8", Node: "n1", Namespace: "ns", Pod: "web-1", PodUID: "earlier-pod", OwnerKind: "ReplicaSet", OwnerUID: "set-a"},
+	}
+	if got := IPs(Held(es, rs)); strings.Join(got, ",") != "10.0.0.7" {
+		t.Fatalf("held %v, want the same pod's address only", got)
 	}
 }
 

@@ -48,7 +48,7 @@ func (c *Client) IPAMAnnotations(ctx context.Context, pod PodRef) (*AnnotationsR
 	return &out, nil
 }
 
-// ReportReturn tells the agent why offered addresses were not given back.
+// ReportReturn tells the agent how an offer of reserved addresses ended.
 func (c *Client) ReportReturn(ctx context.Context, o *ReturnOutcome) error {
 	return c.call(ctx, ReturnOutcomePath, o, &struct{}{})
 }

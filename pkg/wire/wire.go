@@ -13,9 +13,8 @@ const ReservePath = "/v1/reserve"
 // caches, so capo-ipam's ADD need not read them from the API server.
 const AnnotationsPath = "/v1/ipam-annotations"
 
-// ReturnOutcomePath is where capo-ipam tells the agent that addresses it
-// was offered could not be given back, so the pod's Event and the metrics
-// say why.
+// ReturnOutcomePath is where capo-ipam tells the agent how an offer of
+// reserved addresses ended: given back, or refused by calico-ipam.
 const ReturnOutcomePath = "/v1/return-outcome"
 
 // MaxBodyBytes bounds every body either side reads.
@@ -106,11 +105,19 @@ type Return struct {
 	Why    string   `json:"why,omitempty"`
 }
 
-// ReturnOutcome tells the agent that offered addresses were not given
-// back and the pod got fresh ones; the reservation stays.
+// ReturnOutcome tells the agent how an offer ended: Returned (the pod has
+// the addresses: their reservations end) or FellBack (calico-ipam would
+// not assign them, the pod got fresh ones and the reservations stay).
 type ReturnOutcome struct {
-	Pod    PodRef   `json:"pod"`
-	IPs    []string `json:"ips"`
-	Reason string   `json:"reason"`
-	Why    string   `json:"why"`
+	Pod     PodRef   `json:"pod"`
+	IPs     []string `json:"ips"`
+	Outcome string   `json:"outcome"`
+	Reason  string   `json:"reason,omitempty"`
+	Why     string   `json:"why,omitempty"`
 }
+
+// Outcomes of an offer.
+const (
+	Returned = "returned"
+	FellBack = "fell-back"
+)
