@@ -83,6 +83,11 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 			if c := Since(a, now).Compare(Since(b, now)); c != 0 {
 				return c
 			}
+			// Not told apart by the controller's clock (none seen yet, or seen
+			// in one pass): the writers' order, then the address.
+			if c := a.ReservedAt.Compare(b.ReservedAt); c != 0 {
+				return c
+			}
 			return strings.Compare(a.IP, b.IP)
 		})
 		for _, e := range kept[:over] {

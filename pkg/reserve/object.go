@@ -73,9 +73,14 @@ func Decode(o Object) *Contents {
 	}
 	records, retired, err := parseRecords(o.Annotations[MetadataAnnotation])
 	c.Retired, c.Err = retired, errors.Join(c.Err, err)
-	if c.Err != nil {
-		return c
+	if c.Err == nil {
+		c.attach(records)
 	}
+	return c
+}
+
+// attach gives the object's addresses their records.
+func (c *Contents) attach(records []Entry) {
 	for _, r := range records {
 		addr, err := NormalizeAddr(r.IP)
 		if _, held := c.Entries[addr]; err != nil || !held {
@@ -91,7 +96,6 @@ func Decode(o Object) *Contents {
 	for _, e := range c.Entries {
 		c.size += len(recordSep) + len(record(e))
 	}
-	return c
 }
 
 // fits reports whether e can join the object within the limits.

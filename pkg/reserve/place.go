@@ -45,10 +45,7 @@ type Placement struct {
 // older metadata and first timestamp of the two. A later teardown of the
 // same pod from another sandbox replaces the entry held (see renews).
 func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*Placement, error) {
-	p := &Placement{}
-	dirty := map[*Contents]bool{}
-	created := map[*Contents]bool{}
-	adds := map[*Contents][]string{}
+	pl := &placer{b: b, l: l, refresh: refresh, p: &Placement{}, dirty: map[*Contents]bool{}, created: map[*Contents]bool{}, adds: map[*Contents][]string{}}
 	for _, e := range entries {
 		addr, err := NormalizeAddr(e.IP)
 		if err != nil {
@@ -56,44 +53,60 @@ func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*P
 		}
 		e.IP, e.Node = addr, node
 		e.ReservedAt, e.Seen = toSecond(e.ReservedAt), toSecond(e.Seen)
-		if holder := b.holder(addr); holder != nil {
-			held := holder.Entries[addr]
-			switch m := merge(held, e); {
-			case holder.Writable() && renews(held, e):
-				holder.add(e)
-				dirty[holder] = true
-			case refresh && holder.Writable() && !m.same(held):
-				holder.add(m)
-				dirty[holder] = true
-			}
-			if !slices.Contains(p.Held, addr) {
-				p.Held = append(p.Held, addr)
-			}
-			continue
+		if err := pl.place(e); err != nil {
+			return nil, err
 		}
-		target := b.roomFor(e, l)
-		if target == nil {
-			if target = b.grow(); target == nil {
-				return nil, fmt.Errorf("bucket %s has %d overflow objects, all full: release reservations or raise the limits", BucketName(b.N, 0), maxOverflow)
-			}
-			created[target] = true
-			if target.Index > 0 && !slices.Contains(b.Head.Overflow, target.Index) {
-				b.Head.Overflow = append(b.Head.Overflow, target.Index)
-				slices.Sort(b.Head.Overflow)
-				dirty[b.Head] = true
-			}
-		}
-		target.add(e)
-		dirty[target] = true
-		adds[target] = append(adds[target], addr)
-		p.Added = append(p.Added, addr)
 	}
 	for _, c := range b.objects() {
-		if dirty[c] {
-			p.Writes = append(p.Writes, Write{Contents: c, Create: created[c], Adds: adds[c]})
+		if pl.dirty[c] {
+			pl.p.Writes = append(pl.p.Writes, Write{Contents: c, Create: pl.created[c], Adds: pl.adds[c]})
 		}
 	}
-	return p, nil
+	return pl.p, nil
+}
+
+// placer is one Place in progress: what it changed so far.
+type placer struct {
+	b       *Bucket
+	l       Limits
+	refresh bool
+	p       *Placement
+	dirty   map[*Contents]bool
+	created map[*Contents]bool
+	adds    map[*Contents][]string
+}
+
+func (pl *placer) place(e Entry) error {
+	if holder := pl.b.holder(e.IP); holder != nil {
+		held := holder.Entries[e.IP]
+		switch m := merge(held, e); {
+		case holder.Writable() && renews(held, e):
+			holder.add(e)
+			pl.dirty[holder] = true
+		case pl.refresh && holder.Writable() && !m.same(held):
+			holder.add(m)
+			pl.dirty[holder] = true
+		}
+		if !slices.Contains(pl.p.Held, e.IP) {
+			pl.p.Held = append(pl.p.Held, e.IP)
+		}
+		return nil
+	}
+	target := pl.b.roomFor(e, pl.l)
+	if target == nil {
+		if target = pl.b.grow(); target == nil {
+			return fmt.Errorf("bucket %s has %d overflow objects, all full: release reservations or raise the limits", BucketName(pl.b.N, 0), maxOverflow)
+		}
+		pl.created[target] = true
+		if target.Index > 0 && pl.b.Head.Relist(target.Index) {
+			pl.dirty[pl.b.Head] = true
+		}
+	}
+	target.add(e)
+	pl.dirty[target] = true
+	pl.adds[target] = append(pl.adds[target], e.IP)
+	pl.p.Added = append(pl.p.Added, e.IP)
+	return nil
 }
 
 // holder is the object holding addr, if any. An unreadable object's

@@ -21,73 +21,20 @@ import (
 // reservations at once, with objects that hold two addresses, so objects
 // are created, emptied and deleted all the time (the per-node layout lost
 // 72 of 120 writes this way: its Delete passed a resource version the
-// Kubernetes backend ignores). Every address the writer
-// was told is reserved, and the releaser did not release, must still be
-// held, and be found when the node's reservations are read.
+// Kubernetes backend ignores). Every address the writer was told is
+// reserved, and the releaser did not release, must still be held, and be
+// found when the node's reservations are read.
 func TestReservationStoreWriterAndReleaserRace(t *testing.T) {
 	ds := testbed.Kubernetes
 	env := bed.NewEnv(t, ds, testbed.EnvOptions{NoAgent: true})
 	small := reserve.Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20}
-	writer := calicostore.New(newCalicoClient(t, ds), small)
-	releaser := calicostore.New(newCalicoClient(t, ds), small)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-
-	var mu sync.Mutex
-	added, released := map[string]bool{}, map[string]bool{}
-	done := make(chan struct{})
+	r := &race{t: t, node: env.Node, added: map[string]bool{}, released: map[string]bool{}, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { // the agent: one teardown after another
-		defer wg.Done()
-		defer close(done)
-		for i := range 120 {
-			ip := fmt.Sprintf("10.249.%d.%d", i/250, i%250+1)
-			res, err := writer.Reserve(ctx, env.Node, []reserve.Entry{entry(ip, time.Now())})
-			if err != nil {
-				t.Errorf("reserve %s: %v", ip, err)
-				return
-			}
-			mu.Lock()
-			for _, a := range res.Added {
-				added[a] = true
-			}
-			mu.Unlock()
-		}
-	}()
-	go func() { // the controller: releases whatever it sees, pass after pass
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			held, err := releaser.ListNode(ctx, env.Node)
-			if err != nil {
-				t.Errorf("list: %v", err)
-				return
-			}
-			var refs []reserve.Ref
-			for _, e := range held {
-				refs = append(refs, e.Ref())
-			}
-			if _, err := releaser.List(ctx); err != nil { // the controller releases from its pass's listing
-				t.Errorf("list: %v", err)
-				return
-			}
-			got, err := releaser.Release(ctx, refs)
-			if err != nil {
-				t.Errorf("release: %v", err)
-				return
-			}
-			mu.Lock()
-			for _, r := range got {
-				released[r.IP] = true
-			}
-			mu.Unlock()
-		}
-	}()
+	go func() { defer wg.Done(); r.write(ctx, calicostore.New(newCalicoClient(t, ds), small)) }()
+	go func() { defer wg.Done(); r.release(ctx, calicostore.New(newCalicoClient(t, ds), small)) }()
 	wg.Wait()
 
 	found := map[string]bool{}
@@ -100,9 +47,9 @@ func TestReservationStoreWriterAndReleaserRace(t *testing.T) {
 	}
 	inObjects := heldInAnyObject(t, env.Calico)
 	var lost, stranded []string
-	for ip := range added {
+	for ip := range r.added {
 		switch {
-		case released[ip]:
+		case r.released[ip]:
 		case !inObjects[ip]:
 			lost = append(lost, ip)
 		case !found[ip]:
@@ -111,9 +58,70 @@ func TestReservationStoreWriterAndReleaserRace(t *testing.T) {
 	}
 	slices.Sort(lost)
 	slices.Sort(stranded)
-	t.Logf("%d reserved, %d released by the releaser, %d lost, %d held but not found by a read of the node", len(added), len(released), len(lost), len(stranded))
+	t.Logf("%d reserved, %d released by the releaser, %d lost, %d held but not found by a read of the node", len(r.added), len(r.released), len(lost), len(stranded))
 	if len(lost) > 0 || len(stranded) > 0 {
 		t.Fatalf("lost writes %v; stranded %v", lost, stranded)
+	}
+}
+
+// race is what the writer was told it added and the releaser released.
+type race struct {
+	t               *testing.T
+	node            string
+	mu              sync.Mutex
+	added, released map[string]bool
+	done            chan struct{} // the writer is through
+}
+
+// write is the agent: one teardown after another.
+func (r *race) write(ctx context.Context, s reserve.Store) {
+	defer close(r.done)
+	for i := range 120 {
+		ip := fmt.Sprintf("10.249.%d.%d", i/250, i%250+1)
+		res, err := s.Reserve(ctx, r.node, []reserve.Entry{entry(ip, time.Now())})
+		if err != nil {
+			r.t.Errorf("reserve %s: %v", ip, err)
+			return
+		}
+		r.mu.Lock()
+		for _, a := range res.Added {
+			r.added[a] = true
+		}
+		r.mu.Unlock()
+	}
+}
+
+// release is the controller: releases whatever it sees, pass after pass,
+// from the pass's listing.
+func (r *race) release(ctx context.Context, s reserve.Store) {
+	for {
+		select {
+		case <-r.done:
+			return
+		default:
+		}
+		held, err := s.ListNode(ctx, r.node)
+		if err == nil {
+			_, err = s.List(ctx)
+		}
+		if err != nil {
+			r.t.Errorf("list: %v", err)
+			return
+		}
+		refs := make([]reserve.Ref, 0, len(held))
+		for _, e := range held {
+			refs = append(refs, e.Ref())
+		}
+		got, err := s.Release(ctx, refs)
+		if err != nil {
+			r.t.Errorf("release: %v", err)
+			return
+		}
+		r.mu.Lock()
+		for _, ref := range got {
+			r.released[ref.IP] = true
+		}
+		r.mu.Unlock()
 	}
 }
 

@@ -152,7 +152,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// The README's command for the reservations an uninstall leaves behind
+// The documented command (docs/operations.md) for the reservations an uninstall leaves behind
 // (on the Kubernetes datastore) removes capo's IPReservations, run as
 // written with kubectl.
 func TestDocumentedCleanupRemovesReservations(t *testing.T) {
@@ -182,21 +182,21 @@ func TestDocumentedCleanupRemovesReservations(t *testing.T) {
 	}
 	if left := capoReservations(t); len(left) > 0 {
 		bed.DeleteReservations(t, left)
-		t.Fatalf("the README's `%s` left capo's IPReservations %v (kubectl said: %s)", cmd, left, strings.TrimSpace(out))
+		t.Fatalf("the documented `%s` left capo's IPReservations %v (kubectl said: %s)", cmd, left, strings.TrimSpace(out))
 	}
 }
 
-// documentedCleanup is the README's kubectl command for deleting capo's
+// documentedCleanup is the kubectl command docs/operations.md gives for deleting capo's
 // IPReservations, with <node> filled in.
 func documentedCleanup(t *testing.T) string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "README.md"))
+	readme, err := os.ReadFile(filepath.Join(bed.RepoRoot(), "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("`(kubectl delete [^`]*ipreservation[^`]*)`").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("the README gives no kubectl command that deletes IPReservations; update this test with the one it gives")
+		t.Fatal("docs/operations.md gives no kubectl command that deletes IPReservations; update this test with the one it gives")
 	}
 	return strings.ReplaceAll(string(m[1]), "<node>", bed.NodeName)
 }
