@@ -72,7 +72,7 @@ type fakeAnnotations struct {
 	err      error
 }
 
-func (f fakeAnnotations) Get(context.Context, string, string) (*wire.AnnotationsResponse, error) {
+func (f fakeAnnotations) Get(context.Context, wire.PodRef) (*wire.AnnotationsResponse, error) {
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -200,7 +200,7 @@ func podInfo(ctx context.Context, args *skel.CmdArgs, conf *NetConf, ann Annotat
 		}
 		return nil, nil
 	}
-	info, err := ann.Get(ctx, ns, name)
+	info, err := ann.Get(ctx, wire.PodRef{Namespace: ns, Name: name, UID: string(ka.K8S_POD_UID)})
 	if err != nil && !needed {
 		slog.Info("the pod's annotations could not be read; not needed for this delegate", "err", err)
 		return nil, nil
