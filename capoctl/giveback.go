@@ -106,4 +106,3 @@ func (c *cli) printReturns(evs []returnEvent) {
 	}
 	_ = w.Flush()
 }
-
