@@ -47,6 +47,9 @@ type decider struct {
 	observe   func(time.Duration) // how long a reservation took
 	now       func() time.Time
 	reserved  func([]reserve.Entry) // told of every reservation written; nil: nobody
+	// guard is held around a reservation's write: a return that has not
+	// yet ended these addresses' reservations must not end this one.
+	guard func(ips []string) (unlock func())
 }
 
 // Decide reserves the sandbox's addresses if its pod is selected, or says
@@ -76,6 +79,9 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 	entries := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
 		entries = append(entries, entryFor(ip, req, pod, a.now()))
+	}
+	if a.guard != nil {
+		defer a.guard(ips)()
 	}
 	res, err := a.reserve.Reserve(ctx, entries)
 	if err != nil {

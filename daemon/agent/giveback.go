@@ -34,6 +34,35 @@ type returner struct {
 	timeout  time.Duration // for the whole lookup; past it the pod gets a fresh address
 	recorder record.EventRecorder
 	metrics  *metrics
+
+	// mu orders the end of returned addresses' reservations with new
+	// reservations of the same addresses (guard); pending are the
+	// addresses whose reservations are still to end.
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+// expect notes addresses given back, before capo-ipam's ADD returns: any
+// teardown after it reserves them anew, and that reservation must stay.
+func (r *returner) expect(ips []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = map[string]bool{}
+	}
+	for _, ip := range ips {
+		r.pending[ip] = true
+	}
+}
+
+// guard is taken by every reservation write: the addresses it reserves are
+// no longer to be ended as returned.
+func (r *returner) guard(ips []string) func() {
+	r.mu.Lock()
+	for _, ip := range ips {
+		delete(r.pending, ip)
+	}
+	return r.mu.Unlock
 }
 
 // offer is the Return for pod, or nil when it is not a candidate or
@@ -123,6 +152,8 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 		slog.Warn("a pod got its addresses back but is not known to the agent: its reservations end as any other does", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs)
 		return
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	l, err := r.store.List(ctx)
 	if err != nil {
 		slog.Warn("reading reservations to end those returned", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "err", err)
@@ -130,9 +161,12 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 	}
 	var refs []reserve.Ref
 	for _, e := range giveback.Held(l.Entries, pod) {
-		if slices.Contains(o.IPs, e.IP) {
+		if slices.Contains(o.IPs, e.IP) && r.pending[e.IP] {
 			refs = append(refs, e.Ref())
 		}
+	}
+	for _, ip := range o.IPs {
+		delete(r.pending, ip)
 	}
 	released, err := r.store.Release(ctx, refs)
 	if err != nil {

@@ -162,6 +162,7 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	pod := a.cluster.Pod(ctx, o.Pod)
 	if o.Outcome == wire.Returned {
+		a.returner.expect(o.IPs)
 		go a.returner.returned(context.WithoutCancel(ctx), pod, o)
 	} else {
 		a.returner.fellBack(pod, &o)
