@@ -98,15 +98,11 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, ns *corev1.Namesp
 	return &wire.Return{IPs: giveback.IPs(held)}
 }
 
-// lookup reads the reservations held for pod: this node's bucket for
-// sameNode, every object for anyNode (a pod may come back anywhere).
+// lookup finds the reservations held for pod: in the index of this node's
+// for sameNode, in every object for anyNode (a pod may come back anywhere).
 func (r *returner) lookup(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) ([]reserve.Entry, error) {
 	if mode == config.ReturnSameNode {
-		es, err := r.store.ListNode(ctx, r.node)
-		if err == nil {
-			r.held.replace(es)
-		}
-		return giveback.Held(es, pod), err
+		return giveback.Held(r.held.entries(), pod), nil
 	}
 	l, err := r.store.List(ctx)
 	if err != nil {
@@ -169,6 +165,9 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 		delete(r.pending, ip)
 	}
 	released, err := r.store.Release(ctx, refs)
+	for _, ref := range released {
+		r.held.remove([]string{ref.IP})
+	}
 	if err != nil {
 		slog.Warn("ending the reservations of returned addresses", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "err", err)
 		return
@@ -177,17 +176,22 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(o.IPs, " and "))
 }
 
-// heldIndex remembers which pod identities hold reservations on this node,
-// from every read of the node's reservations and every one this agent
-// writes, so that a candidate with nothing held costs no read. A stale miss
-// (written by capo-controller since the last read, at most the count loop's
-// period ago) only means a fresh address, never a lost reservation.
+// heldIndex remembers this node's reservations, from every read of them
+// (every 30 s) and every one this agent writes or ends, so that a pod's ADD
+// reads none: a candidate with nothing held costs a map lookup, and one
+// with something held starts at once on what Calico says of it. A stale
+// miss (written by capo-controller since the last read) only means a fresh
+// address; a stale hit (released since) is checked against Calico's
+// allocations like any other, so a free old address still comes back.
 type heldIndex struct {
-	mu  sync.Mutex
-	ids map[string]bool
+	mu   sync.Mutex
+	byIP map[string]reserve.Entry
+	ids  map[string]bool
 }
 
-func newHeldIndex() *heldIndex { return &heldIndex{ids: map[string]bool{}} }
+func newHeldIndex() *heldIndex {
+	return &heldIndex{byIP: map[string]reserve.Entry{}, ids: map[string]bool{}}
+}
 
 // identities are the keys an entry or a pod is known by: its pod UID, and
 // its name under its controller.
@@ -217,24 +221,52 @@ func (h *heldIndex) has(pod *corev1.Pod) bool {
 	return false
 }
 
+// entries are the reservations the index knows.
+func (h *heldIndex) entries() []reserve.Entry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]reserve.Entry, 0, len(h.byIP))
+	for _, e := range h.byIP {
+		out = append(out, e)
+	}
+	return out
+}
+
 // replace sets the index to what a read of the node's reservations found.
 func (h *heldIndex) replace(es []reserve.Entry) {
-	ids := make(map[string]bool, 2*len(es))
-	for _, e := range es {
-		for _, id := range identities(e.Namespace, e.Pod, e.PodUID, e.OwnerUID) {
-			ids[id] = true
-		}
-	}
 	h.mu.Lock()
-	h.ids = ids
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	h.byIP = make(map[string]reserve.Entry, len(es))
+	h.addLocked(es)
 }
 
 // add notes reservations this agent wrote.
 func (h *heldIndex) add(es []reserve.Entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.addLocked(es)
+}
+
+func (h *heldIndex) addLocked(es []reserve.Entry) {
 	for _, e := range es {
+		h.byIP[e.IP] = e
+	}
+	h.reindex()
+}
+
+// remove forgets reservations this agent ended.
+func (h *heldIndex) remove(ips []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ip := range ips {
+		delete(h.byIP, ip)
+	}
+	h.reindex()
+}
+
+func (h *heldIndex) reindex() {
+	h.ids = make(map[string]bool, 2*len(h.byIP))
+	for _, e := range h.byIP {
 		for _, id := range identities(e.Namespace, e.Pod, e.PodUID, e.OwnerUID) {
 			h.ids[id] = true
 		}

@@ -25,7 +25,7 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 		if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
 			t.Fatal(err)
 		}
-		r := &returner{node: "n1", store: store, recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+		r := &returner{node: "n1", store: store, held: newHeldIndex(), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
 		r.expect([]string{"10.0.0.3"})
 		if teardownFirst {
 			r.guard([]string{"10.0.0.3"})() // the DEL's reservation write

@@ -18,6 +18,7 @@ import (
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/calicoipam"
@@ -36,31 +37,44 @@ type View struct {
 
 // Read reads what deciding about entries on node takes: the pools and the
 // Calico Node always; IPAM's and felix's settings only if an entry is of
-// another node (a borrowed address); who holds each address.
+// another node (a borrowed address); who holds each address. The reads go
+// out together: they sit on a pod's ADD.
 func Read(ctx context.Context, c clientv3.Interface, node string, entries []reserve.Entry) (*View, error) {
 	v := &View{holders: map[string]*calicoipam.Holder{}}
-	var err error
-	if v.node, err = c.Nodes().Get(ctx, node, options.GetOptions{}); err != nil {
-		return nil, fmt.Errorf("reading Calico node %s: %w", node, err)
-	}
-	pools, err := c.IPPools().List(ctx, options.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing IP pools: %w", err)
-	}
-	v.pools = pools.Items
-	if slices.ContainsFunc(entries, func(e reserve.Entry) bool { return e.Node != node }) {
-		if err := v.readRouting(ctx, c); err != nil {
-			return nil, err
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if v.node, err = c.Nodes().Get(ctx, node, options.GetOptions{}); err != nil {
+			return fmt.Errorf("reading Calico node %s: %w", node, err)
 		}
+		return nil
+	})
+	g.Go(func() error {
+		pools, err := c.IPPools().List(ctx, options.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing IP pools: %w", err)
+		}
+		v.pools = pools.Items
+		return nil
+	})
+	if slices.ContainsFunc(entries, func(e reserve.Entry) bool { return e.Node != node }) {
+		g.Go(func() error { return v.readRouting(ctx, c) })
 	}
-	for _, e := range entries {
+	holders := make([]*calicoipam.Holder, len(entries))
+	for i, e := range entries {
 		addr, err := netip.ParseAddr(e.IP)
 		if err != nil {
 			continue
 		}
-		if v.holders[e.IP], err = calicoipam.Who(ctx, c.IPAM(), addr); err != nil {
-			return nil, err
-		}
+		g.Go(func() (err error) {
+			holders[i], err = calicoipam.Who(ctx, c.IPAM(), addr)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		v.holders[e.IP] = holders[i]
 	}
 	return v, nil
 }
