@@ -86,7 +86,7 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 		now:       time.Now,
 	}
 	j := journal.Dir{Root: opts.StateDir}
-	a.held = newHeldIndex()
+	a.held = newHeldIndex(opts.NodeName)
 	dec.reserved = a.held.add
 	ret := &returner{node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
 		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics}

@@ -184,13 +184,14 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 // address; a stale hit (released since) is checked against Calico's
 // allocations like any other, so a free old address still comes back.
 type heldIndex struct {
+	node string
 	mu   sync.Mutex
 	byIP map[string]reserve.Entry
 	ids  map[string]bool
 }
 
-func newHeldIndex() *heldIndex {
-	return &heldIndex{byIP: map[string]reserve.Entry{}, ids: map[string]bool{}}
+func newHeldIndex(node string) *heldIndex {
+	return &heldIndex{node: node, byIP: map[string]reserve.Entry{}, ids: map[string]bool{}}
 }
 
 // identities are the keys an entry or a pod is known by: its pod UID, and
@@ -247,8 +248,14 @@ func (h *heldIndex) add(es []reserve.Entry) {
 	h.addLocked(es)
 }
 
+// addLocked keys entries as the store does: addresses normalised, held
+// for the index's node (an entry being written has no node yet).
 func (h *heldIndex) addLocked(es []reserve.Entry) {
 	for _, e := range es {
+		if ip, err := reserve.NormalizeAddr(e.IP); err == nil {
+			e.IP = ip
+		}
+		e.Node = h.node
 		h.byIP[e.IP] = e
 	}
 	h.reindex()

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/reserve"
@@ -25,7 +26,7 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 		if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
 			t.Fatal(err)
 		}
-		r := &returner{node: "n1", store: store, held: newHeldIndex(), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+		r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
 		r.expect([]string{"10.0.0.3"})
 		if teardownFirst {
 			r.guard([]string{"10.0.0.3"})() // the DEL's reservation write
@@ -39,5 +40,27 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 		if want := map[bool]int{false: 0, true: 1}[teardownFirst]; len(held) != want {
 			t.Fatalf("teardown first %v: %d held, want %d: %v", teardownFirst, len(held), want, held)
 		}
+	}
+}
+
+// The index answers a returning pod's ADD without a read: entries being
+// written (no node yet) are this node's, and a pod finds its own only.
+func TestHeldIndex(t *testing.T) {
+	h := newHeldIndex("n1")
+	h.add([]reserve.Entry{{IP: "FD00::3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-1", OwnerUID: "set-1"}})
+	yes := true
+	pod := func(uid, set string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: types.UID(uid),
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: types.UID(set), Controller: &yes}}}}
+	}
+	if !h.has(pod("pod-2", "set-1")) || !h.has(pod("pod-1", "set-9")) || h.has(pod("pod-2", "set-2")) {
+		t.Fatal("identity: the same set's member or the same pod, nobody else")
+	}
+	if es := h.entries(); len(es) != 1 || es[0].Node != "n1" || es[0].IP != "fd00::3" {
+		t.Fatalf("entries %+v", es)
+	}
+	h.remove([]string{"fd00::3"})
+	if h.has(pod("pod-1", "set-1")) {
+		t.Fatal("an ended reservation is still indexed")
 	}
 }
