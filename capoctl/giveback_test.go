@@ -16,9 +16,11 @@ import (
 func brokerPod(node string, ann map[string]string) *corev1.Pod {
 	yes := true
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-2", UID: "pod-new", Annotations: ann,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "kafka", Name: "broker-2", UID: "pod-new", Annotations: ann,
 			Labels:          map[string]string{"statefulset.kubernetes.io/pod-name": "broker-2"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "broker", UID: types.UID("set-1"), Controller: &yes}}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "broker", UID: types.UID("set-1"), Controller: &yes}},
+		},
 		Spec: corev1.PodSpec{NodeName: node},
 	}
 }
@@ -64,9 +66,11 @@ func TestExplainNothingHeldForANewSet(t *testing.T) {
 
 func TestListShowsReturns(t *testing.T) {
 	ev := func(name, reason, msg string, age time.Duration) *corev1.Event {
-		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: name}, Reason: reason, Message: msg,
+		return &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: name}, Reason: reason, Message: msg,
 			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "kafka", Name: "broker-2"},
-			Source:         corev1.EventSource{Component: "capo-agent", Host: "worker-3"}, LastTimestamp: metav1.NewTime(now.Add(-age))}
+			Source:         corev1.EventSource{Component: "capo-agent", Host: "worker-3"}, LastTimestamp: metav1.NewTime(now.Add(-age)),
+		}
 	}
 	c := newCtl(t,
 		ev("a", eventNotReturned, "capo holds 10.42.7.19 for this pod but did not give it back: 10.42.7.19 is allocated to pod kafka/x", 5*time.Minute),

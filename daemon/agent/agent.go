@@ -88,8 +88,10 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 	j := journal.Dir{Root: opts.StateDir}
 	a.held = newHeldIndex(opts.NodeName)
 	dec.reserved = a.held.add
-	ret := &returner{node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
-		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics}
+	ret := &returner{
+		node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
+		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics,
+	}
 	dec.guard = ret.guard
 	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}

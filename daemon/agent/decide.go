@@ -124,8 +124,10 @@ func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]st
 }
 
 func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Time) reserve.Entry {
-	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC(),
-		Sandbox: reserve.SandboxOf(req.ContainerID)}
+	e := reserve.Entry{
+		IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC(),
+		Sandbox: reserve.SandboxOf(req.ContainerID),
+	}
 	e.SetPod(pod)
 	return e
 }

@@ -50,8 +50,10 @@ func TestHeldIndex(t *testing.T) {
 	h.add([]reserve.Entry{{IP: "FD00::3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-1", OwnerUID: "set-1"}})
 	yes := true
 	pod := func(uid, set string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: types.UID(uid),
-			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: types.UID(set), Controller: &yes}}}}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "redis-3", UID: types.UID(uid),
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: types.UID(set), Controller: &yes}},
+		}}
 	}
 	if !h.has(pod("pod-2", "set-1")) || !h.has(pod("pod-1", "set-9")) || h.has(pod("pod-2", "set-2")) {
 		t.Fatal("identity: the same set's member or the same pod, nobody else")

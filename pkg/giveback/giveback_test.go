@@ -17,8 +17,10 @@ import (
 
 func setPod(name, setUID string, ann map[string]string) *corev1.Pod {
 	yes := true
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "pod-uid", Annotations: ann,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "redis", UID: types.UID("set-" + setUID), Controller: &yes}}}}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: name, UID: "pod-uid", Annotations: ann,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "redis", UID: types.UID("set-" + setUID), Controller: &yes}},
+	}}
 }
 
 var selected = selection.Decision{Verdict: selection.Selected, Rule: "namespace label"}
@@ -50,8 +52,10 @@ func TestCandidate(t *testing.T) {
 }
 
 func entry(ip, pod, setUID string, at int64) reserve.Entry {
-	return reserve.Entry{IP: ip, Node: "n1", Namespace: "ns", Pod: pod, Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(at, 0),
-		OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "set-" + setUID, Sandbox: "aaaa"}
+	return reserve.Entry{
+		IP: ip, Node: "n1", Namespace: "ns", Pod: pod, Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(at, 0),
+		OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "set-" + setUID, Sandbox: "aaaa",
+	}
 }
 
 func TestHeldIsThePodsIdentityOnly(t *testing.T) {

@@ -107,8 +107,10 @@ func parseRecord(version, s string) (Entry, error) {
 		}
 		seen = at.Add(time.Duration(seen.Unix()) * time.Second)
 	}
-	return Entry{IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
-		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10], Sandbox: sandbox}, nil
+	return Entry{
+		IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
+		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10], Sandbox: sandbox,
+	}, nil
 }
 
 // encodeRecords renders entries, in the order given, as a packed v2

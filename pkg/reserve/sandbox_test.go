@@ -7,9 +7,11 @@ import (
 )
 
 func TestSandboxRecordsRoundTripBesideOldOnes(t *testing.T) {
-	with := Entry{IP: "10.0.0.1", Node: "n1", Namespace: "ns", Pod: "redis-3", PodUID: "u1", Reason: ReasonCNIDel,
+	with := Entry{
+		IP: "10.0.0.1", Node: "n1", Namespace: "ns", Pod: "redis-3", PodUID: "u1", Reason: ReasonCNIDel,
 		ReservedAt: time.Unix(100, 0).UTC(), OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "s1",
-		Sandbox: SandboxOf("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")}
+		Sandbox: SandboxOf("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+	}
 	without := Entry{IP: "10.0.0.2", Node: "n1", Namespace: "ns", Pod: "redis-4", Reason: ReasonNodeLost, ReservedAt: time.Unix(100, 0).UTC()}
 	c := NewBucketObject(3, 0)
 	c.add(with)

@@ -36,8 +36,10 @@ func BenchmarkADDTrace(b *testing.B) {
 				plain map[string]any // what the calico plugin gives calico-ipam for this pod
 			}{
 				{"no-annotations", env.CreatePod("trace-0"), nil},
-				{"pool-annotation", env.CreatePod("trace-1", testbed.WithAnnotations(map[string]string{"cni.projectcalico.org/ipv4pools": pool})),
-					map[string]any{"ipv4_pools": []string{env.Pool.String()}}},
+				{
+					"pool-annotation", env.CreatePod("trace-1", testbed.WithAnnotations(map[string]string{"cni.projectcalico.org/ipv4pools": pool})),
+					map[string]any{"ipv4_pools": []string{env.Pool.String()}},
+				},
 			} {
 				b.Run(c.name, func(b *testing.B) { benchTrace(b, env, c.pod, c.plain) })
 			}

@@ -97,8 +97,10 @@ func (v *View) readRouting(ctx context.Context, c clientv3.Interface) error {
 // Calico pool annotations (the pod's, else its namespace's) podAnn and
 // nsAnn are.
 func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]string) giveback.Facts {
-	f := giveback.Facts{Node: v.node.Name, Holder: v.holders[e.IP], StrictAffinity: v.strictAffinity, ClusterRoutes: v.clusterRoutes,
-		NodeBGP: v.node.Spec.BGP != nil}
+	f := giveback.Facts{
+		Node: v.node.Name, Holder: v.holders[e.IP], StrictAffinity: v.strictAffinity, ClusterRoutes: v.clusterRoutes,
+		NodeBGP: v.node.Spec.BGP != nil,
+	}
 	addr, err := netip.ParseAddr(e.IP)
 	if err != nil {
 		return f
@@ -125,11 +127,13 @@ func (v *View) pool(p apiv3.IPPool, ns *corev1.Namespace) *giveback.Pool {
 	onNode = onNode && err == nil
 	forNS, err := ipam.SelectsNamespace(p, ns)
 	forNS = forNS && err == nil
-	return &giveback.Pool{Name: p.Name, CIDR: p.Spec.CIDR, Disabled: p.Spec.Disabled,
+	return &giveback.Pool{
+		Name: p.Name, CIDR: p.Spec.CIDR, Disabled: p.Spec.Disabled,
 		Workloads:   len(p.Spec.AllowedUses) == 0 || slices.Contains(p.Spec.AllowedUses, apiv3.IPPoolAllowedUseWorkload),
 		SelectsNode: onNode, SelectsNamespace: forNS,
 		VXLAN:            p.Spec.VXLANMode == apiv3.VXLANModeAlways || p.Spec.VXLANMode == apiv3.VXLANModeCrossSubnet,
-		DisableBGPExport: p.Spec.DisableBGPExport}
+		DisableBGPExport: p.Spec.DisableBGPExport,
+	}
 }
 
 // requested reads a Calico pool annotation; nil when there is none or it
