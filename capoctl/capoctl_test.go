@@ -30,8 +30,10 @@ type ctl struct {
 }
 
 func newCtl(t *testing.T, objs ...runtime.Object) *ctl {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-config"},
-		Data: map[string]string{config.ConfigMapKey: "apiVersion: config.capo.io/v1\nkind: CapoConfig\nipReserveTime: 40m\n"}}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-config"},
+		Data:       map[string]string{config.ConfigMapKey: "apiVersion: config.capo.io/v1\nkind: CapoConfig\nipReserveTime: 40m\n"},
+	}
 	return &ctl{t: t, kube: fake.NewClientset(append(objs, cm)...), store: reservetest.NewStore(reserve.DefaultLimits)}
 }
 
@@ -117,8 +119,10 @@ func TestListWarnsOfUnreadableObjects(t *testing.T) {
 func TestExplainASelectedPod(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-3", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-2", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "broker-2"}},
-		Spec: corev1.PodSpec{NodeName: "worker-3"}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-2", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "broker-2"}},
+		Spec:       corev1.PodSpec{NodeName: "worker-3"},
+	}
 	c := newCtl(t, node, ns, pod)
 	c.reserve("worker-3", entry("10.42.7.19", "broker-2", 10*time.Minute))
 	code, out, errw := c.run("", "explain", "kafka/broker-2")

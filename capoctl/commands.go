@@ -68,8 +68,10 @@ func (c *cli) rows(f filter) ([]row, error) {
 	out := []row{}
 	for _, e := range listing.Entries {
 		if f.match(e) {
-			r := row{IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
-				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName}
+			r := row{
+				IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
+				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName,
+			}
 			if !e.Seen.IsZero() {
 				r.Seen = &e.Seen
 			}

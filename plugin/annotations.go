@@ -109,7 +109,7 @@ func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.Annot
 		return resp, nil
 	}
 	if a.fallback == nil {
-		return nil, fmt.Errorf("Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
+		return nil, fmt.Errorf("reading Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
 	}
 	slog.Info("agent could not give the pod's annotations; reading the API server", "err", err)
 	return a.fallback.Get(ctx, pod)

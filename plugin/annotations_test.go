@@ -1,8 +1,6 @@
 package plugin
 
 import (
-	"github.com/capo-net/capo/pkg/wire"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 func TestApplyCalicoAnnotations(t *testing.T) {
@@ -25,16 +25,26 @@ func TestApplyCalicoAnnotations(t *testing.T) {
 		wantErr string
 	}{
 		{name: "none", want: nil},
-		{name: "pod pools by name", pod: map[string]string{AnnotationIPv4Pools: `["gold"]`},
-			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "ipv4_pools": []any{"gold"}}},
-		{name: "namespace pools by CIDR", ns: map[string]string{AnnotationIPv4Pools: `["10.9.0.0/24"]`, AnnotationIPv6Pools: `["fd00:9::/64"]`},
-			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "ipv4_pools": []any{"10.9.0.0/24"}, "ipv6_pools": []any{"fd00:9::/64"}}},
-		{name: "pod overrides namespace, key by key", ns: map[string]string{AnnotationIPv4Pools: `["ns-pool"]`, AnnotationIPv6Pools: `["ns-v6"]`}, pod: map[string]string{AnnotationIPv4Pools: `["pod-pool"]`},
-			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "ipv4_pools": []any{"pod-pool"}, "ipv6_pools": []any{"ns-v6"}}},
-		{name: "families: IPv6 only", pod: map[string]string{AnnotationIPFamilies: `["IPv6"]`},
-			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "false", "assign_ipv6": "true"}},
-		{name: "families: both", ns: map[string]string{AnnotationIPFamilies: `["IPv4","IPv6"]`},
-			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "assign_ipv6": "true"}},
+		{
+			name: "pod pools by name", pod: map[string]string{AnnotationIPv4Pools: `["gold"]`},
+			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "ipv4_pools": []any{"gold"}},
+		},
+		{
+			name: "namespace pools by CIDR", ns: map[string]string{AnnotationIPv4Pools: `["10.9.0.0/24"]`, AnnotationIPv6Pools: `["fd00:9::/64"]`},
+			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "ipv4_pools": []any{"10.9.0.0/24"}, "ipv6_pools": []any{"fd00:9::/64"}},
+		},
+		{
+			name: "pod overrides namespace, key by key", ns: map[string]string{AnnotationIPv4Pools: `["ns-pool"]`, AnnotationIPv6Pools: `["ns-v6"]`}, pod: map[string]string{AnnotationIPv4Pools: `["pod-pool"]`},
+			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "ipv4_pools": []any{"pod-pool"}, "ipv6_pools": []any{"ns-v6"}},
+		},
+		{
+			name: "families: IPv6 only", pod: map[string]string{AnnotationIPFamilies: `["IPv6"]`},
+			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "false", "assign_ipv6": "true"},
+		},
+		{
+			name: "families: both", ns: map[string]string{AnnotationIPFamilies: `["IPv4","IPv6"]`},
+			want: map[string]any{"type": "calico-ipam", "assign_ipv4": "true", "assign_ipv6": "true"},
+		},
 		{name: "malformed pools", pod: map[string]string{AnnotationIPv4Pools: `gold`}, wantErr: `ipv4pools="gold" on pod kafka/b-0 is not a JSON list`},
 		{name: "malformed namespace pools", ns: map[string]string{AnnotationIPv6Pools: `{"a":1}`}, wantErr: "on the namespace of pod kafka/b-0"},
 		{name: "unknown family", pod: map[string]string{AnnotationIPFamilies: `["IPv5"]`}, wantErr: `"IPv5" is not IPv4 or IPv6`},

@@ -95,8 +95,8 @@ func journalDel(args *skel.CmdArgs, conf *NetConf, d delDeps, req *wire.ReserveR
 type k8sArgs struct {
 	types.CommonArgs
 	K8S_POD_NAMESPACE types.UnmarshallableString //nolint:revive // names fixed by the runtime
-	K8S_POD_NAME      types.UnmarshallableString //nolint:revive
-	K8S_POD_UID       types.UnmarshallableString //nolint:revive
+	K8S_POD_NAME      types.UnmarshallableString //nolint:revive // names fixed by the runtime
+	K8S_POD_UID       types.UnmarshallableString //nolint:revive // names fixed by the runtime
 }
 
 // podOf names the pod from the runtime's CNI_ARGS.

@@ -49,6 +49,7 @@ func (j *fakeJournal) Write(r *journal.Record) (string, error) {
 	j.records = append(j.records, r)
 	return "rec", nil
 }
+
 func (j *fakeJournal) RecordAddrs(r *journal.AddrRecord) error {
 	if j.addrs == nil {
 		j.addrs = map[string][]string{}
@@ -57,6 +58,7 @@ func (j *fakeJournal) RecordAddrs(r *journal.AddrRecord) error {
 	j.recorded = append(j.recorded, r)
 	return nil
 }
+
 func (j *fakeJournal) AddrRecord(n, c, i string) *journal.AddrRecord {
 	ips, ok := j.addrs[n+"/"+c+"/"+i]
 	if !ok {
@@ -64,6 +66,7 @@ func (j *fakeJournal) AddrRecord(n, c, i string) *journal.AddrRecord {
 	}
 	return &journal.AddrRecord{Network: n, ContainerID: c, IfName: i, IPs: ips, AtAdd: j.atAdd}
 }
+
 func (j *fakeJournal) ForgetAddrs(n, c, i string) error {
 	j.forgot = append(j.forgot, n+"/"+c+"/"+i)
 	return nil
@@ -72,8 +75,10 @@ func (j *fakeJournal) ForgetAddrs(n, c, i string) error {
 const delConf = `{"cniVersion":"0.3.1","name":"k8s-pod-network","ipam":{"type":"capo-ipam"}}`
 
 func delArgs() *skel.CmdArgs {
-	return &skel.CmdArgs{ContainerID: "c1", IfName: "eth0",
-		Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=broker-0;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1"}
+	return &skel.CmdArgs{
+		ContainerID: "c1", IfName: "eth0",
+		Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=broker-0;K8S_POD_INFRA_CONTAINER_ID=c1;K8S_POD_UID=u-1",
+	}
 }
 
 func TestDelFlow(t *testing.T) {
@@ -100,8 +105,10 @@ func TestDelFlow(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDelegate{err: tc.delegateErr}
-			j := &fakeJournal{writeErr: tc.journalErr, addrs: map[string][]string{"k8s-pod-network/c1/eth0": {"10.0.0.1"}},
-				atAdd: &wire.Decision{Selected: true, Rule: "pod annotation"}}
+			j := &fakeJournal{
+				writeErr: tc.journalErr, addrs: map[string][]string{"k8s-pod-network/c1/eth0": {"10.0.0.1"}},
+				atAdd: &wire.Decision{Selected: true, Rule: "pod annotation"},
+			}
 			conf := mustConf(t, delConf)
 			env := map[string]string{"CNI_CONTAINERID": "c1", "CNI_PATH": "/opt/cni/bin"}
 			err := blocking(del(context.Background(), delArgs(), conf, delDeps{agent: tc.agent, delegate: d, journal: j, rollback: tc.rollback, env: env}))

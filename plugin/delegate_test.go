@@ -1,8 +1,6 @@
 package plugin
 
 import (
-	"github.com/capo-net/capo/pkg/wire"
-
 	"bytes"
 	"context"
 	"errors"
@@ -14,6 +12,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // script writes an executable delegate named name into a fresh CNI_PATH dir.

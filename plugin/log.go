@@ -15,8 +15,8 @@ func configureLogging(level, file, containerID string) (closeFn func()) {
 	var w io.Writer = os.Stderr
 	closeFn = func() {}
 	if file != "" {
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err == nil {
-			if f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640); err == nil {
+		if err := os.MkdirAll(filepath.Dir(file), 0o750); err == nil {
+			if f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
 				w, closeFn = f, func() { _ = f.Close() }
 			}
 		}

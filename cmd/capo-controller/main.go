@@ -67,7 +67,7 @@ Flags:
 	if o.Identity == "" {
 		return o, 0, 0, errors.New("capo-controller: --identity or POD_NAME is required")
 	}
-	if !(o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+	if o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline >= o.LeaseDuration {
 		return o, 0, 0, fmt.Errorf("capo-controller: want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", o.RetryPeriod, o.RenewDeadline, o.LeaseDuration)
 	}
 	l, qps, err := common.Resolve("capo-controller")

@@ -95,12 +95,17 @@ func New(opts Options, kube kubernetes.Interface, calico clientv3.Interface) *Ag
 	dec.guard = ret.guard
 	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
-	a.sweeper = &sweeper{node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
-		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics}
+	a.sweeper = &sweeper{
+		node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
+		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
+	}
 	if opts.ManageCNI {
-		a.cni = &cniManager{node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied, journal: j,
+		a.cni = &cniManager{
+			node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied, journal: j,
 			trigger: make(chan struct{}, 1), opts: install.Options{
-				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts)}}
+				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
+			},
+		}
 	}
 	a.cluster.onNodeChange(a.nodeChanged)
 	optedIn := func() bool { return selection.NodeOptedIn(selection.Of(a.cluster.Node())) }

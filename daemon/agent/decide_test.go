@@ -57,12 +57,16 @@ func TestDecide(t *testing.T) {
 	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	enabledNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
 	yes := true
-	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "pod-uid",
+	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "broker-0", Namespace: "kafka", UID: "pod-uid",
 		Labels:          map[string]string{"brokerId": "0"},
-		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "sts-uid", Controller: &yes}}}}
+		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "sts-uid", Controller: &yes}},
+	}}
 	req := func(recorded ...string) *wire.ReserveRequest {
-		return &wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network",
-			Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "pod-uid"}, RecordedIPs: recorded}
+		return &wire.ReserveRequest{
+			ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network",
+			Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "pod-uid"}, RecordedIPs: recorded,
+		}
 	}
 	cases := []struct {
 		name     string
@@ -125,8 +129,10 @@ func TestDecide(t *testing.T) {
 // testDecider decides with the default config's selectors.
 func testDecider(c Cluster, ipam IPAM, r Reserver, now func() time.Time) *decider {
 	cfg := config.Default()
-	return &decider{cluster: c, ipam: ipam, reserve: r, selectors: func() []selection.Selector { return cfg.Selectors },
-		observe: func(time.Duration) {}, now: now}
+	return &decider{
+		cluster: c, ipam: ipam, reserve: r, selectors: func() []selection.Selector { return cfg.Selectors },
+		observe: func(time.Duration) {}, now: now,
+	}
 }
 
 func withAtAdd(r *wire.ReserveRequest, selected bool) *wire.ReserveRequest {

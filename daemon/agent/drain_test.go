@@ -25,8 +25,10 @@ func TestReplayNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
 	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "redis-3", Namespace: "db", Annotations: map[string]string{selection.PodAnnotation: selection.Enabled}}}
 	j := journal.Dir{Root: t.TempDir()}
-	req := wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: "redis-3"},
-		RecordedIPs: []string{"10.0.0.3", "10.0.0.4"}}
+	req := wire.ReserveRequest{
+		ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: "redis-3"},
+		RecordedIPs: []string{"10.0.0.3", "10.0.0.4"},
+	}
 	if _, err := j.Write(&journal.Record{Request: req}); err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +38,10 @@ func TestReplayNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
 	}}
 	r, rel := &fakeReserver{}, &fakeReleaser{}
 	cl := &fakeCluster{node: optedIn, pod: pod}
-	d := &drainer{journal: j, ipam: ipam, decider: testDecider(cl, ipam, r, time.Now), release: rel,
-		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics()}
+	d := &drainer{
+		journal: j, ipam: ipam, decider: testDecider(cl, ipam, r, time.Now), release: rel,
+		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics(),
+	}
 	d.drain(context.Background())
 	if len(r.got) != 1 || r.got[0].IP != "10.0.0.3" {
 		t.Fatalf("reserved %+v, want only 10.0.0.3", r.got)

@@ -20,8 +20,10 @@ import (
 func agentPodAndSet() (*corev1.Pod, *appsv1.DaemonSet) {
 	yes := true
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-agent", UID: "ds-1"}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-agent-x1",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "capo-agent", UID: "ds-1", Controller: &yes}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "capo-system", Name: "capo-agent-x1",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "capo-agent", UID: "ds-1", Controller: &yes}},
+	}}
 	return pod, ds
 }
 

@@ -26,7 +26,7 @@ const maxInFlight = 512
 // listenSocket opens the unix socket: directory created, a stale socket
 // from a dead agent removed, a live agent's socket left alone, mode 0600.
 func listenSocket(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("socket directory: %w", err)
 	}
 	if fi, err := os.Lstat(path); err == nil {
@@ -72,7 +72,7 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:       10 * time.Second,
 		MaxHeaderBytes:    8 << 10,
 	}
-	go func() {
+	go func() { //nolint:gosec // G118: the shutdown runs after ctx is done, so it needs a context of its own
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -21,8 +21,10 @@ import (
 func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 	optedIn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	enabledNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
-	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0", Labels: map[string]string{"brokerId": "0"}},
-		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed}}
+	broker := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "broker-0", Namespace: "kafka", UID: "u0", Labels: map[string]string{"brokerId": "0"}},
+		Spec:       corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed},
+	}
 	gone := cerrors.ErrorResourceDoesNotExist{}
 	cases := []struct {
 		name      string
@@ -46,8 +48,10 @@ func TestSweepSettlesTeardownsThatWentAroundCapo(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			j := journal.Dir{Root: t.TempDir()}
-			rec := &journal.AddrRecord{Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0",
-				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}, AtAdd: tc.atAdd}
+			rec := &journal.AddrRecord{
+				Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0",
+				Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1", "fd00::1"}, AtAdd: tc.atAdd,
+			}
 			if err := j.RecordAddrs(rec); err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +96,8 @@ func TestPeriodicSweepSkipsRunningPods(t *testing.T) {
 
 // testSweeper sweeps node n1's records without pauses.
 func testSweeper(c Cluster, ipam IPAM, r Reserver, j journal.Dir) *sweeper {
-	return &sweeper{node: "n1", cluster: c, ipam: ipam, journal: j, decider: testDecider(c, ipam, r, time.Now),
-		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics()}
+	return &sweeper{
+		node: "n1", cluster: c, ipam: ipam, journal: j, decider: testDecider(c, ipam, r, time.Now),
+		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics(),
+	}
 }

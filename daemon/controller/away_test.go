@@ -81,17 +81,29 @@ type awayBed struct {
 
 func newAwayBed(t *testing.T) *awayBed {
 	yes := true
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
-	agent := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-agent-a",
-		Labels: map[string]string{"app.kubernetes.io/name": "capo", "app.kubernetes.io/component": "agent"}},
-		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	broker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-0", UID: "u0", Labels: map[string]string{"brokerId": "0"},
-		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "s0", Controller: &yes}}},
-		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}}}
-	b := &awayBed{t: t, kube: fake.NewClientset(node, ns, agent, broker), store: reservetest.NewStore(reserve.DefaultLimits),
-		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}}}
+	agent := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "capo-system", Name: "capo-agent-a",
+			Labels: map[string]string{"app.kubernetes.io/name": "capo", "app.kubernetes.io/component": "agent"},
+		},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	broker := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "kafka", Name: "broker-0", UID: "u0", Labels: map[string]string{"brokerId": "0"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "broker", UID: "s0", Controller: &yes}},
+		},
+		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.5", PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}},
+	}
+	b := &awayBed{
+		t: t, kube: fake.NewClientset(node, ns, agent, broker), store: reservetest.NewStore(reserve.DefaultLimits),
+		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}},
+	}
 	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, b.store, b.ipam)
 	if err != nil {
 		t.Fatal(err)

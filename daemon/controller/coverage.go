@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -44,8 +45,7 @@ func (c *Controller) agentReady(node string) bool {
 	if err != nil {
 		return false
 	}
-	for _, o := range objs {
-		p := o.(*corev1.Pod)
+	for _, p := range kubeclient.Listed[corev1.Pod](objs) {
 		if p.Namespace == c.opts.Namespace && c.agents.Matches(labels.Set(p.Labels)) && p.DeletionTimestamp == nil && podReady(p) {
 			return true
 		}

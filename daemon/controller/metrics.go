@@ -33,41 +33,57 @@ func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_controller_is_leader", Help: "1 while this replica holds the lease and is the only one writing."}),
+			Name: "capo_controller_is_leader", Help: "1 while this replica holds the lease and is the only one writing.",
+		}),
 		reserved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "capo_reserved_ips", Help: "Addresses held, by node and by the reason they were reserved (cni-del, node-lost), as of the last pass."},
+			Name: "capo_reserved_ips", Help: "Addresses held, by node and by the reason they were reserved (cni-del, node-lost), as of the last pass.",
+		},
 			[]string{"node", "reason"}),
 		maxCount: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_reserve_max_count", Help: "The configured ipReserveMaxCount."}),
+			Name: "capo_reserve_max_count", Help: "The configured ipReserveMaxCount.",
+		}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capo_releases_total", Help: "Reservations released, by reason (ttl, max-count, owner-gone, namespace-gone, scaled-down, manual)."},
+			Name: "capo_releases_total", Help: "Reservations released, by reason (ttl, max-count, owner-gone, namespace-gone, scaled-down, manual).",
+		},
 			[]string{"reason"}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_oldest_reservation_age_seconds", Help: "Age of the oldest reservation kept by the last pass."}),
+			Name: "capo_oldest_reservation_age_seconds", Help: "Age of the oldest reservation kept by the last pass.",
+		}),
 		planSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "capo_planner_duration_seconds", Help: "Time to plan one release pass (pure computation).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
 		passSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "capo_release_pass_duration_seconds", Help: "Time of one whole release pass: read, plan, write.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
 		nodeLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "capo_node_lost_reservations_total", Help: "Addresses the controller reserved for pods of uncovered nodes: lost (reason node-lost), or with their agent not ready (agent-away)."}),
+			Name: "capo_node_lost_reservations_total", Help: "Addresses the controller reserved for pods of uncovered nodes: lost (reason node-lost), or with their agent not ready (agent-away).",
+		}),
 		lostNodes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_lost_nodes", Help: "Opted-in nodes that are NotReady, unreachable or unknown, as of the last pass: their pods' deletions are being covered."}),
+			Name: "capo_lost_nodes", Help: "Opted-in nodes that are NotReady, unreachable or unknown, as of the last pass: their pods' deletions are being covered.",
+		}),
 		remembered: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_controller_lost_pods_remembered", Help: "Selected pods deleted from lost nodes while this replica did not lead, kept so that it reserves them if it takes the lease before the leader's renewal is overdue."}),
+			Name: "capo_controller_lost_pods_remembered", Help: "Selected pods deleted from lost nodes while this replica did not lead, kept so that it reserves them if it takes the lease before the leader's renewal is overdue.",
+		}),
 		agentsAway: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_agents_not_ready", Help: "Opted-in nodes whose capo-agent is not ready, as of the last pass: the controller reserves their pods' teardowns."}),
+			Name: "capo_agents_not_ready", Help: "Opted-in nodes whose capo-agent is not ready, as of the last pass: the controller reserves their pods' teardowns.",
+		}),
 		lostPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_controller_pending_reservations", Help: "Addresses the controller has yet to reserve for uncovered nodes (retried until written)."}),
+			Name: "capo_controller_pending_reservations", Help: "Addresses the controller has yet to reserve for uncovered nodes (retried until written).",
+		}),
 		passErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries."}),
+			Name: "capo_release_pass_errors_total", Help: "Release passes that could not finish; the next pass retries.",
+		}),
 		unreadable: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "capo_unreadable_reservation_objects", Help: "capo IPReservations whose annotation does not decode, as of the last pass: their addresses stay reserved, untouched."}),
+			Name: "capo_unreadable_reservation_objects", Help: "capo IPReservations whose annotation does not decode, as of the last pass: their addresses stay reserved, untouched.",
+		}),
 		migrated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "capo_reservations_migrated_total", Help: "Reservations moved from the per-node layout into buckets."}),
+			Name: "capo_reservations_migrated_total", Help: "Reservations moved from the per-node layout into buckets.",
+		}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capo_config_reloads_total", Help: "Config loads by result (success, error); on error the last good config stays in force."},
+			Name: "capo_config_reloads_total", Help: "Config loads by result (success, error); on error the last good config stays in force.",
+		},
 			[]string{"result"}),
 	}
 	for _, r := range release.Reasons {

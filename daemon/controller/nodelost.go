@@ -3,6 +3,7 @@ package controller
 import (
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,8 +97,8 @@ func (c *Controller) nodeDeleted(obj any) {
 // on a deleted node all of them, else the terminated ones.
 func (c *Controller) scanNode(node string, onlyTerminated bool) {
 	objs, _ := c.caches.pods.GetIndexer().ByIndex(byNode, node)
-	for _, o := range objs {
-		if p := o.(*corev1.Pod); !c.isAgent(p) && (!onlyTerminated || terminated(p)) {
+	for _, p := range kubeclient.Listed[corev1.Pod](objs) {
+		if !c.isAgent(p) && (!onlyTerminated || terminated(p)) {
 			c.podGoing(p, podIPs(p))
 		}
 	}
@@ -239,7 +240,9 @@ func (c *Controller) remember(lp lostPod) {
 	for i < len(c.missed) && !c.missed[i].seen.After(cutoff) {
 		i++
 	}
-	keep := c.missed[i:]
+	// What is seen last of a pod is what is known best: a node whose agent
+	// went away (agent-away) and then the node itself (node-lost).
+	keep := slices.DeleteFunc(c.missed[i:], func(m lostPod) bool { return m.pod == lp.pod })
 	if len(keep) >= maxRemembered {
 		keep = keep[len(keep)-maxRemembered+1:]
 	}
@@ -277,8 +280,7 @@ func (c *Controller) coverLostNodes() {
 	for _, lp := range missed {
 		c.lost.add(lp)
 	}
-	for _, o := range c.caches.pods.GetStore().List() {
-		p := o.(*corev1.Pod)
+	for _, p := range kubeclient.Listed[corev1.Pod](c.caches.pods.GetStore().List()) {
 		if _, gone := c.nodeState(p.Spec.NodeName); !c.isAgent(p) && (terminated(p) || gone) {
 			c.podGoing(p, podIPs(p))
 		}
@@ -289,8 +291,7 @@ func (c *Controller) coverLostNodes() {
 // being ready, and takes up their pods that terminated before.
 func (c *Controller) watchAway() {
 	away := map[string]bool{}
-	for _, o := range c.caches.nodes.GetStore().List() {
-		n := o.(*corev1.Node)
+	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
 		if selection.NodeOptedIn(selection.Of(n)) && c.uncovered(n.Name) == ReasonAgentAway {
 			away[n.Name] = true
 			if !c.away[n.Name] {

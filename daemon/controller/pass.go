@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -116,8 +117,7 @@ func (c *Controller) gauges(entries []reserve.Entry, released map[reserve.Ref]bo
 
 func (c *Controller) countLostNodes() {
 	n := 0
-	for _, o := range c.caches.nodes.GetStore().List() {
-		node := o.(*corev1.Node)
+	for _, node := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
 		if selection.NodeOptedIn(selection.Of(node)) && nodeLost(node) {
 			n++
 		}
@@ -131,8 +131,7 @@ func (c *Controller) countLostNodes() {
 func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, []string) {
 	manual := map[reserve.Ref]bool{}
 	var nodes []string
-	for _, o := range c.caches.nodes.GetStore().List() {
-		n := o.(*corev1.Node)
+	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
 		v, ok := n.Annotations[ReleaseAnnotation]
 		if !ok {
 			continue

@@ -276,11 +276,15 @@ func TestPassMigratesThePerNodeLayout(t *testing.T) {
 
 // A pod deleted from a lost node is reserved by the leader, as node-lost.
 func TestLostNodesPodIsReserved(t *testing.T) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}},
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "zk", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "zk", Name: "zk-0", UID: "u", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "zk-0"}},
-		Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}}}}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "zk", Name: "zk-0", UID: "u", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "zk-0"}},
+		Spec:       corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}}},
+	}
 	b := newPassBed(t, node, ns, p)
 	b.c.ipam.(*holders).set("10.0.0.7", "zk", "zk-0")
 	ctx, cancel := context.WithCancel(context.Background())

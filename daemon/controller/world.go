@@ -70,8 +70,10 @@ func trimPod(agents labels.Selector) cache.TransformFunc {
 			return obj, nil
 		}
 		out := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-				Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+				Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+			},
 			Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
 			Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, PodIP: p.Status.PodIP, Phase: p.Status.Phase},
 		}
@@ -93,14 +95,12 @@ func (c *caches) world() release.World {
 		Owners:       map[release.OwnerKey]release.Owner{},
 		TrackedKinds: map[string]bool{"StatefulSet": true, "ReplicaSet": true},
 	}
-	for _, o := range c.namespaces.GetStore().List() {
-		ns := o.(*corev1.Namespace)
+	for _, ns := range kubeclient.Listed[corev1.Namespace](c.namespaces.GetStore().List()) {
 		if ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating {
 			w.Namespaces[ns.Name] = true
 		}
 	}
-	for _, o := range c.sets.GetStore().List() {
-		s := o.(*appsv1.StatefulSet)
+	for _, s := range kubeclient.Listed[appsv1.StatefulSet](c.sets.GetStore().List()) {
 		ow := release.Owner{UID: string(s.UID), StatefulSet: true, Replicas: 1}
 		if s.Spec.Replicas != nil {
 			ow.Replicas = *s.Spec.Replicas
@@ -114,14 +114,12 @@ func (c *caches) world() release.World {
 		w.Owners[release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}] = ow
 	}
 	deploys := map[string]string{} // ns/name -> uid
-	for _, o := range c.deploys.GetStore().List() {
-		d := o.(*appsv1.Deployment)
+	for _, d := range kubeclient.Listed[appsv1.Deployment](c.deploys.GetStore().List()) {
 		if d.DeletionTimestamp == nil {
 			deploys[d.Namespace+"/"+d.Name] = string(d.UID)
 		}
 	}
-	for _, o := range c.replicas.GetStore().List() {
-		rs := o.(*appsv1.ReplicaSet)
+	for _, rs := range kubeclient.Listed[appsv1.ReplicaSet](c.replicas.GetStore().List()) {
 		if rs.DeletionTimestamp != nil {
 			continue
 		}

@@ -38,10 +38,12 @@ func TestTrimPodKeepsWhatNodeLossNeeds(t *testing.T) {
 	yes := true
 	now := metav1.Now()
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "zk-0", Namespace: "zk", UID: "u", Labels: map[string]string{"a": "b"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "zk-0", Namespace: "zk", UID: "u", Labels: map[string]string{"a": "b"},
 			Annotations: map[string]string{"c": "d"}, DeletionTimestamp: &now,
 			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "zk", UID: "s", Controller: &yes}},
-			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		},
 		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "big", Image: "x"}}},
 		Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}, PodIP: "10.0.0.1"},
 	}

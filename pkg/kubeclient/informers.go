@@ -22,3 +22,16 @@ func Deleted[T any](obj any) (*T, bool) {
 	t, ok := obj.(*T)
 	return t, ok
 }
+
+// Listed is the objects of type T among objs (a store's or an index's list).
+// An informer's store holds one type, so nothing is skipped in practice; the
+// check keeps a stray object from panicking the process.
+func Listed[T any](objs []any) []*T {
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -5,27 +5,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
-func TestCachedAndDeleted(t *testing.T) {
-	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &corev1.Pod{}, 0, cache.Indexers{})
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "b-0"}}
-	if err := inf.GetStore().Add(p); err != nil {
-		t.Fatal(err)
+func TestListedKeepsOnlyTheType(t *testing.T) {
+	objs := []any{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}},
+		corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "by-value"}},
+		nil,
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
 	}
-	if got := Cached[corev1.Pod](inf, "kafka/b-0"); got != p {
-		t.Fatalf("Cached = %v", got)
+	got := Listed[corev1.Pod](objs)
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Fatalf("Listed = %v, want pods a and b", got)
 	}
-	if got := Cached[corev1.Pod](inf, "kafka/b-1"); got != nil {
-		t.Fatalf("absent key gave %v", got)
-	}
-	for _, ev := range []any{p, cache.DeletedFinalStateUnknown{Key: "kafka/b-0", Obj: p}} {
-		if got, ok := Deleted[corev1.Pod](ev); !ok || got != p {
-			t.Fatalf("Deleted(%T) = %v %v", ev, got, ok)
-		}
-	}
-	if _, ok := Deleted[corev1.Node](p); ok {
-		t.Fatal("a pod read as a node")
+	if n := len(Listed[corev1.Namespace](objs)); n != 0 {
+		t.Fatalf("Listed namespaces = %d, want 0", n)
 	}
 }

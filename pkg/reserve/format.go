@@ -50,8 +50,10 @@ func recordV2(e Entry) string {
 	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
 		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
 	}
-	return strings.Join([]string{e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
-		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep)
+	return strings.Join([]string{
+		e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
+		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID,
+	}, fieldSep)
 }
 
 func unixText(t time.Time) string {
@@ -141,8 +143,10 @@ func encodeV1(entries []Entry) string {
 	parts := make([]string, 0, len(entries)+1)
 	parts = append(parts, textV1)
 	for _, e := range entries {
-		parts = append(parts, strings.Join([]string{e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason,
-			strconv.FormatInt(e.ReservedAt.Unix(), 10), e.OwnerKind, e.OwnerName, e.OwnerUID}, fieldSep))
+		parts = append(parts, strings.Join([]string{
+			e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason,
+			strconv.FormatInt(e.ReservedAt.Unix(), 10), e.OwnerKind, e.OwnerName, e.OwnerUID,
+		}, fieldSep))
 	}
 	return packedV1 + pack(strings.Join(parts, recordSep))
 }

@@ -86,8 +86,10 @@ func TestDecodeReadsThePerNodeLayout(t *testing.T) {
 		t.Fatalf("indices %d %d, entries %d %d", packed.Index, text.Index, len(packed.Entries), len(text.Entries))
 	}
 	e := packed.Entries["fd00:77::5"]
-	want := Entry{IP: "fd00:77::5", Node: "worker-legacy", Namespace: "kafka", Pod: "broker-0", PodUID: "0b6f3c1e-1111-4c1e-9d3b-000000000001",
-		Reason: ReasonCNIDel, ReservedAt: time.Date(2025, 11, 20, 9, 30, 0, 0, time.UTC), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"}
+	want := Entry{
+		IP: "fd00:77::5", Node: "worker-legacy", Namespace: "kafka", Pod: "broker-0", PodUID: "0b6f3c1e-1111-4c1e-9d3b-000000000001",
+		Reason: ReasonCNIDel, ReservedAt: time.Date(2025, 11, 20, 9, 30, 0, 0, time.UTC), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d",
+	}
 	if !e.same(want) {
 		t.Fatalf("got %+v\nwant %+v", e, want)
 	}
@@ -104,8 +106,10 @@ func TestDecodeReadsThePerNodeLayout(t *testing.T) {
 
 func TestDecodeCIDRsWinAndCompareAsValues(t *testing.T) {
 	ann := "v2;10.0.0.1|n1|ns|p|u|cni-del|100||||;10.0.0.2|n1|ns|q|u|cni-del|100||||;FD00::1|n1|ns|r|u|cni-del|100||||"
-	c := Decode(Object{Name: BucketName(1, 0), Annotations: map[string]string{MetadataAnnotation: ann},
-		CIDRs: []string{"10.0.0.1/32", "10.0.0.3", "fd00:0::1/128", "10.1.0.0/24"}})
+	c := Decode(Object{
+		Name: BucketName(1, 0), Annotations: map[string]string{MetadataAnnotation: ann},
+		CIDRs: []string{"10.0.0.1/32", "10.0.0.3", "fd00:0::1/128", "10.1.0.0/24"},
+	})
 	if c.Err != nil || len(c.Entries) != 4 {
 		t.Fatalf("%v %+v", c.Err, c.Entries)
 	}
@@ -121,8 +125,10 @@ func TestDecodeCIDRsWinAndCompareAsValues(t *testing.T) {
 }
 
 func TestUnreadableObjectsAreNeverRewritten(t *testing.T) {
-	for _, bad := range []string{"v3;x", "v1;10.0.0.1|n", "v2;10.0.0.1|n|ns|p|u|r|notanumber||||", "v2;10.0.0.1|n|ns|p|u|r||+5|||", "z1:!!!",
-		"z2:" + base64.StdEncoding.EncodeToString([]byte("not deflate"))} {
+	for _, bad := range []string{
+		"v3;x", "v1;10.0.0.1|n", "v2;10.0.0.1|n|ns|p|u|r|notanumber||||", "v2;10.0.0.1|n|ns|p|u|r||+5|||", "z1:!!!",
+		"z2:" + base64.StdEncoding.EncodeToString([]byte("not deflate")),
+	} {
 		o := Object{Name: BucketName(2, 0), Annotations: map[string]string{MetadataAnnotation: bad, "other": "x"}, CIDRs: []string{"10.0.0.1/32", "FD00::1/128"}}
 		c := Decode(o)
 		if c.Err == nil || c.Writable() {
@@ -192,9 +198,11 @@ func TestPackedAnnotation(t *testing.T) {
 	c := bucketWith()
 	var text []string
 	for i := range 1000 {
-		e := Entry{IP: "10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250), Node: fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i%60, i%7), Namespace: "kafka-prod",
+		e := Entry{
+			IP: "10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250), Node: fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i%60, i%7), Namespace: "kafka-prod",
 			Pod: "broker-" + strconv.Itoa(i), PodUID: fmt.Sprintf("%08x-6a51-4c1e-9d3b-%012x", i*7919, i*104729), Reason: ReasonCNIDel,
-			ReservedAt: time.Unix(1_763_000_000+int64(i), 0), Seen: time.Unix(1_763_000_004+int64(i), 0), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"}
+			ReservedAt: time.Unix(1_763_000_000+int64(i), 0), Seen: time.Unix(1_763_000_004+int64(i), 0), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d",
+		}
 		c.add(e)
 		text = append(text, record(e))
 	}

@@ -17,8 +17,10 @@ func TestBucketNames(t *testing.T) {
 		}
 	}
 	// No per-node name, whatever the node is called, reads as a bucket.
-	for _, name := range []string{LegacyName("bucket-07", 0), LegacyName("capo.bucket-07", 1), "capo.bucket-7", "capo.bucket-07.0",
-		"capo.bucket-07.01", fmt.Sprintf("capo.bucket-%02d", Buckets), "capo.bucket-07.x"} {
+	for _, name := range []string{
+		LegacyName("bucket-07", 0), LegacyName("capo.bucket-07", 1), "capo.bucket-7", "capo.bucket-07.0",
+		"capo.bucket-07.01", fmt.Sprintf("capo.bucket-%02d", Buckets), "capo.bucket-07.x",
+	} {
 		if _, _, ok := ParseBucketName(name); ok {
 			t.Errorf("%s read as a bucket object", name)
 		}

@@ -62,22 +62,51 @@ func TestPlace(t *testing.T) {
 		wantHeld []string
 	}{
 		{"first reservation creates the head", Bucket{}, entries("10.0.0.1"), []string{"+capo.bucket-00[10.0.0.1][]"}, nil},
-		{"a new head lists the overflow it needs", Bucket{}, entries("10.0.0.1", "10.0.0.2", "10.0.0.3"),
-			[]string{"+capo.bucket-00[10.0.0.1 10.0.0.2][1]", "+capo.bucket-00.1[10.0.0.3][]"}, nil},
-		{"fills the head, lists and creates an overflow object", Bucket{Head: head(nil, "10.0.0.1")}, entries("10.0.0.2", "10.0.0.3"),
-			[]string{"capo.bucket-00[10.0.0.1 10.0.0.2][1]", "+capo.bucket-00.1[10.0.0.3][]"}, nil},
+		{
+			"a new head lists the overflow it needs",
+			Bucket{},
+			entries("10.0.0.1", "10.0.0.2", "10.0.0.3"),
+			[]string{"+capo.bucket-00[10.0.0.1 10.0.0.2][1]", "+capo.bucket-00.1[10.0.0.3][]"},
+			nil,
+		},
+		{
+			"fills the head, lists and creates an overflow object",
+			Bucket{Head: head(nil, "10.0.0.1")},
+			entries("10.0.0.2", "10.0.0.3"),
+			[]string{"capo.bucket-00[10.0.0.1 10.0.0.2][1]", "+capo.bucket-00.1[10.0.0.3][]"},
+			nil,
+		},
 		{"held keeps the first record", Bucket{Head: head(nil, "10.0.0.1")}, entries("10.0.0.1"), nil, []string{"10.0.0.1"}},
 		{"held as another spelling", Bucket{Head: head(nil, "fd00::1")}, entries("FD00:0::1/128"), nil, []string{"fd00::1"}},
-		{"held in an overflow object", Bucket{Head: head([]int{1}, "10.0.0.1", "10.0.0.2"), Overflow: []*Contents{object(1, "10.0.0.3")}},
-			entries("10.0.0.3", "10.0.0.4"), []string{"capo.bucket-00.1[10.0.0.3 10.0.0.4][]"}, []string{"10.0.0.3"}},
+		{
+			"held in an overflow object",
+			Bucket{Head: head([]int{1}, "10.0.0.1", "10.0.0.2"), Overflow: []*Contents{object(1, "10.0.0.3")}},
+			entries("10.0.0.3", "10.0.0.4"),
+			[]string{"capo.bucket-00.1[10.0.0.3 10.0.0.4][]"},
+			[]string{"10.0.0.3"},
+		},
 		{"duplicates in one request", Bucket{}, entries("10.0.0.5", "10.0.0.5"), []string{"+capo.bucket-00[10.0.0.5][]"}, []string{"10.0.0.5"}},
-		{"room in the head is used first", Bucket{Head: head([]int{1}, "10.0.0.1"), Overflow: []*Contents{object(1, "10.0.0.2")}},
-			entries("10.0.0.9"), []string{"capo.bucket-00[10.0.0.1 10.0.0.9][1]"}, nil},
-		{"a listed object that is missing is created again, unlisted numbers after",
+		{
+			"room in the head is used first",
+			Bucket{Head: head([]int{1}, "10.0.0.1"), Overflow: []*Contents{object(1, "10.0.0.2")}},
+			entries("10.0.0.9"),
+			[]string{"capo.bucket-00[10.0.0.1 10.0.0.9][1]"},
+			nil,
+		},
+		{
+			"a listed object that is missing is created again, unlisted numbers after",
 			Bucket{Head: head([]int{1, 2}, "10.0.0.1", "10.0.0.2"), Overflow: []*Contents{object(1, "10.0.0.3", "10.0.0.4")}},
-			entries("10.0.0.5", "10.0.0.6", "10.0.0.7"), []string{"capo.bucket-00[10.0.0.1 10.0.0.2][1 2 3]", "+capo.bucket-00.2[10.0.0.5 10.0.0.6][]", "+capo.bucket-00.3[10.0.0.7][]"}, nil},
-		{"an unreadable head is skipped but keeps the list", Bucket{Head: unreadable}, entries("10.0.0.7", "10.0.0.8"),
-			[]string{"capo.bucket-00[10.0.0.7][1]", "+capo.bucket-00.1[10.0.0.8][]"}, []string{"10.0.0.7"}},
+			entries("10.0.0.5", "10.0.0.6", "10.0.0.7"),
+			[]string{"capo.bucket-00[10.0.0.1 10.0.0.2][1 2 3]", "+capo.bucket-00.2[10.0.0.5 10.0.0.6][]", "+capo.bucket-00.3[10.0.0.7][]"},
+			nil,
+		},
+		{
+			"an unreadable head is skipped but keeps the list",
+			Bucket{Head: unreadable},
+			entries("10.0.0.7", "10.0.0.8"),
+			[]string{"capo.bucket-00[10.0.0.7][1]", "+capo.bucket-00.1[10.0.0.8][]"},
+			[]string{"10.0.0.7"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,8 +8,10 @@ import (
 )
 
 func TestCollectMergesCopiesAndSkipsUnreadable(t *testing.T) {
-	legacy := Decode(Object{Name: LegacyName("n1", 0), Annotations: map[string]string{LegacyNodeKey: "n1",
-		MetadataAnnotation: "v1;10.0.0.1|ns|old|u|cni-del|100|||"}, CIDRs: []string{"10.0.0.1/32"}})
+	legacy := Decode(Object{Name: LegacyName("n1", 0), Annotations: map[string]string{
+		LegacyNodeKey:      "n1",
+		MetadataAnnotation: "v1;10.0.0.1|ns|old|u|cni-del|100|||",
+	}, CIDRs: []string{"10.0.0.1/32"}})
 	bucket := bucketWith(
 		Entry{IP: "10.0.0.1", Node: "n1", Pod: "new", ReservedAt: time.Unix(200, 0), Seen: time.Unix(300, 0)},
 		Entry{IP: "fd00::1", Node: "n2", Pod: "v6", ReservedAt: time.Unix(50, 0)},

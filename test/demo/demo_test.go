@@ -108,13 +108,10 @@ func TestDemo(t *testing.T) {
 	say("\n4. capo-controller releases the reservation when its TTL (here 8s) has passed; the address is")
 	say("   allocatable again.")
 	c := capoEnv.StartController("demo")
-	start := time.Now()
-	for held := true; held; _, held = capoEnv.Reservations()[r.IP] {
-		if time.Since(start) > 30*time.Second {
-			t.Fatal("the controller did not release the reservation")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testbed.Eventually(t, 30*time.Second, "the controller releases the reservation", func() bool {
+		_, held := capoEnv.Reservations()[r.IP]
+		return !held
+	})
 	say("   %-22s %s released after %s held (capo_releases_total{reason=\"ttl\"} = %v)", nodes[0].label, r.IP,
 		time.Since(r.ReservedAt).Round(time.Second), c.Metric("capo_releases_total", `reason="ttl"`))
 	later := capoEnv.NewSandbox(capoEnv.CreatePod("web-later", testbed.WithLabels(map[string]string{"app": "web"})), nodes[0].list)

@@ -19,7 +19,8 @@ func assertAgentAnswers(t *testing.T, env *testbed.Env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	resp, err := wire.NewClient(env.AgentSocket()).Reserve(ctx, &wire.ReserveRequest{
-		ContainerID: "probe", IfName: "eth0", Network: testbed.NetworkName, Pod: wire.PodRef{Namespace: env.Namespace, Name: "nobody"}})
+		ContainerID: "probe", IfName: "eth0", Network: testbed.NetworkName, Pod: wire.PodRef{Namespace: env.Namespace, Name: "nobody"},
+	})
 	if err != nil {
 		t.Fatalf("agent stopped answering: %v", err)
 	}

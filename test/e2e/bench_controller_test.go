@@ -31,9 +31,11 @@ func BenchmarkControllerAtScale(b *testing.B) {
 					var es []reserve.Entry
 					for i := range per {
 						k := base + n*per + i
-						es = append(es, reserve.Entry{IP: net.IPv4(10, 200+byte(k>>16), byte(k>>8), byte(k)).String(), Namespace: env.Namespace,
+						es = append(es, reserve.Entry{
+							IP: net.IPv4(10, 200+byte(k>>16), byte(k>>8), byte(k)).String(), Namespace: env.Namespace,
 							Pod: fmt.Sprintf("broker-%d", k), PodUID: "8f0e2b9c-6a51-4c1e-9d3b-1f2a3b4c5d6e", Reason: reserve.ReasonCNIDel,
-							ReservedAt: now.Add(-age), OwnerKind: "Job", OwnerName: "batch", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"})
+							ReservedAt: now.Add(-age), OwnerKind: "Job", OwnerName: "batch", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d",
+						})
 					}
 					if _, err := store.Reserve(ctx, fmt.Sprintf("scale-%s-%d", env.ID, base+n), es); err != nil {
 						b.Fatal(err)

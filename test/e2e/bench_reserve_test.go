@@ -107,9 +107,11 @@ func holdThousand(b *testing.B, store reserve.Store, nodes int) {
 // StatefulSet's pod: one of 50 sets, and UIDs as random as real ones (they
 // are most of the bytes Calico reads).
 func benchEntry(i int, at time.Time) reserve.Entry {
-	return reserve.Entry{IP: net.IPv4(10, 240+byte(i>>16), byte(i>>8), byte(i)).String(), Namespace: "kafka-prod", Pod: fmt.Sprintf("broker-%d", i),
+	return reserve.Entry{
+		IP: net.IPv4(10, 240+byte(i>>16), byte(i>>8), byte(i)).String(), Namespace: "kafka-prod", Pod: fmt.Sprintf("broker-%d", i),
 		PodUID: fakeUID("pod", i), Reason: reserve.ReasonCNIDel, ReservedAt: at, Seen: at.Add(2 * time.Second),
-		OwnerKind: "StatefulSet", OwnerName: fmt.Sprintf("broker-%d", i%50), OwnerUID: fakeUID("set", i%50)}
+		OwnerKind: "StatefulSet", OwnerName: fmt.Sprintf("broker-%d", i%50), OwnerUID: fakeUID("set", i%50),
+	}
 }
 
 // fakeUID is a UUID that looks random and is the same on every run.

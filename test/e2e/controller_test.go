@@ -92,8 +92,11 @@ func TestWorkloadGoneReleases(t *testing.T) {
 			s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{
 				Replicas: &replicas, ServiceName: name,
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}}}}}}
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/x:1"}}},
+				},
+			}}
 			if start > 0 {
 				s.Spec.Ordinals = &appsv1.StatefulSetOrdinals{Start: start}
 			}
@@ -343,8 +346,10 @@ func TestLeaderFailoverLosesNothingAndReleasesOnce(t *testing.T) {
 		now := time.Now()
 		var es []reserve.Entry
 		for i := range 20 {
-			es = append(es, reserve.Entry{IP: fmt.Sprintf("10.252.9.%d", i+1), Namespace: env.Namespace, Pod: fmt.Sprintf("p-%d", i),
-				Reason: reserve.ReasonCNIDel, ReservedAt: now.Add(time.Duration(i)*500*time.Millisecond - 5*time.Second)})
+			es = append(es, reserve.Entry{
+				IP: fmt.Sprintf("10.252.9.%d", i+1), Namespace: env.Namespace, Pod: fmt.Sprintf("p-%d", i),
+				Reason: reserve.ReasonCNIDel, ReservedAt: now.Add(time.Duration(i)*500*time.Millisecond - 5*time.Second),
+			})
 		}
 		seed(t, env, es...)
 		time.Sleep(2 * time.Second)

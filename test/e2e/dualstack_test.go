@@ -75,14 +75,16 @@ func testIPFamiliesParity(t *testing.T, ds testbed.Datastore, rel string) {
 		// ipv6pools picks the IPv6 pool by name or CIDR, as under calico-ipam.
 		for i, pool := range []string{"pool6-" + env.ID, env.Pool6.String()} {
 			sb := env.NewSandbox(env.CreatePod(fmt.Sprintf("v6pool-%d", i), testbed.WithAnnotations(map[string]string{
-				"cni.projectcalico.org/ipv6pools": `["` + pool + `"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`})), env.Conflist(mode))
+				"cni.projectcalico.org/ipv6pools": `["` + pool + `"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`,
+			})), env.Conflist(mode))
 			if err := sb.Add(ctx); err != nil || len(sb.IPs) != 1 || !env.Pool6.Contains(sb.IPs[0]) {
 				t.Fatalf("%s with ipv6pools %s: %v %v", mode, pool, sb.IPs, err)
 			}
 		}
 		// A pool that does not exist fails under both.
 		sb := env.NewSandbox(env.CreatePod("v6pool-none", testbed.WithAnnotations(map[string]string{
-			"cni.projectcalico.org/ipv6pools": `["no-such-pool"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`})), env.Conflist(mode))
+			"cni.projectcalico.org/ipv6pools": `["no-such-pool"]`, "cni.projectcalico.org/ipFamilies": `["IPv6"]`,
+		})), env.Conflist(mode))
 		if err := sb.Add(ctx); err == nil {
 			t.Fatalf("%s with ipv6pools naming no pool: got %v", mode, sb.IPs)
 		}

@@ -21,16 +21,21 @@ type step struct {
 }
 
 var script = []step{
-	{"add", "s0", "p0"}, {"add", "s1", "p1"}, {"add", "s2", "p2"}, {"add", "s3", "p3"},
+	{"add", "s0", "p0"},
+	{"add", "s1", "p1"},
+	{"add", "s2", "p2"},
+	{"add", "s3", "p3"},
 	{"del", "s1", "p1"},
 	{"add", "s4", "p4"},
 	{"del", "s1", "p1"}, // DEL twice
 	{"add", "s5", "p1"}, // new sandbox for a pod
 	{"del", "s0", "p0"},
-	{"rmns", "s2", "p2"}, {"del", "s2", "p2"}, // DEL after the netns is gone
+	{"rmns", "s2", "p2"},
+	{"del", "s2", "p2"},    // DEL after the netns is gone
 	{"del", "never", "p3"}, // DEL of a container that never existed
 	{"add", "s6", "p0"},    // sandbox re-creation
-	{"add", "s7", "p5"}, {"del", "s3", "p3"},
+	{"add", "s7", "p5"},
+	{"del", "s3", "p3"},
 }
 
 // runScript plays the script through the chain in mode and returns the IPAM

@@ -20,9 +20,11 @@ type parityEnv struct {
 
 func newParityEnv(t *testing.T, ds testbed.Datastore, rel string, mode testbed.IPAM) *parityEnv {
 	env := bed.NewEnv(t, ds, testbed.EnvOptions{CalicoRelease: rel})
-	return &parityEnv{env: env, mode: mode,
+	return &parityEnv{
+		env: env, mode: mode,
 		gold:   env.AddPool("gold-"+env.ID, 64, 27),
-		silver: env.AddPool("silver-"+env.ID, 128, 27)}
+		silver: env.AddPool("silver-"+env.ID, 128, 27),
+	}
 }
 
 // add runs one pod through the chain and says which pool its address is in.

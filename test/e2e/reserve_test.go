@@ -51,8 +51,10 @@ func TestKubeletEvictionIsReservedWherePlainCalicoReuses(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not reserved; reservations %v", victim.IP(), env.Reservations())
 		}
-		want := reserve.Entry{IP: victim.IP(), Node: env.Node, Namespace: env.Namespace, Pod: victim.Pod.Name, PodUID: string(victim.Pod.UID),
-			Reason: reserve.ReasonCNIDel, ReservedAt: r.ReservedAt, OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "uid-StatefulSet-redis"}
+		want := reserve.Entry{
+			IP: victim.IP(), Node: env.Node, Namespace: env.Namespace, Pod: victim.Pod.Name, PodUID: string(victim.Pod.UID),
+			Reason: reserve.ReasonCNIDel, ReservedAt: r.ReservedAt, OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "uid-StatefulSet-redis",
+		}
 		if r != want || time.Since(r.ReservedAt) > time.Minute {
 			t.Fatalf("reservation %+v\nwant %+v", r, want)
 		}
@@ -214,13 +216,7 @@ func TestAgentDownJournalsThenReservesAndReleases(t *testing.T) {
 			t.Fatal("the journaled address was handed out")
 		}
 		env.Agent = env.StartAgent()
-		deadline := time.Now().Add(20 * time.Second)
-		for env.Allocated(victim.IPs[0]) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if env.Allocated(victim.IPs[0]) {
-			t.Fatal("the agent did not replay the journaled DEL")
-		}
+		eventually(t, 20*time.Second, "the agent replays the journaled DEL", func() bool { return !env.Allocated(victim.IPs[0]) })
 		if _, ok := env.Reservations()[victim.IP()]; !ok {
 			t.Fatal("replayed DEL released without reserving")
 		}

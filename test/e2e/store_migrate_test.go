@@ -101,8 +101,10 @@ func (a *oldAgent) reserve(ctx context.Context, ip string) error {
 		res, err := a.c.IPReservations().Get(ctx, name, options.GetOptions{})
 		if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 			res, err = apiv3.NewIPReservation(), nil
-			res.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: a.node},
-				Annotations: map[string]string{reserve.LegacyNodeKey: a.node}}
+			res.ObjectMeta = metav1.ObjectMeta{
+				Name: name, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: a.node},
+				Annotations: map[string]string{reserve.LegacyNodeKey: a.node},
+			}
 		}
 		if err != nil {
 			return err
@@ -113,8 +115,10 @@ func (a *oldAgent) reserve(ctx context.Context, ip string) error {
 		}
 		c := reserve.Decode(reserve.Object{Name: name, Labels: res.Labels, Annotations: res.Annotations, CIDRs: res.Spec.ReservedCIDRs})
 		// Owned by a kind the controller does not judge: only the TTL (1h) could end it.
-		c.Entries[ip] = reserve.Entry{IP: ip, Node: a.node, Namespace: a.namespace, Pod: "old-" + ip, PodUID: "u-" + ip, Reason: reserve.ReasonCNIDel,
-			ReservedAt: a.first, OwnerKind: "Job", OwnerName: "old", OwnerUID: "o"}
+		c.Entries[ip] = reserve.Entry{
+			IP: ip, Node: a.node, Namespace: a.namespace, Pod: "old-" + ip, PodUID: "u-" + ip, Reason: reserve.ReasonCNIDel,
+			ReservedAt: a.first, OwnerKind: "Job", OwnerName: "old", OwnerUID: "o",
+		}
 		o := c.Object()
 		res.Annotations, res.Spec.ReservedCIDRs = o.Annotations, o.CIDRs
 		if res.ResourceVersion == "" {

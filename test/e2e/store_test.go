@@ -17,8 +17,10 @@ import (
 )
 
 func entry(ip string, at time.Time) reserve.Entry {
-	return reserve.Entry{IP: ip, Namespace: "kafka", Pod: "broker-" + ip, PodUID: "uid-" + ip, Reason: reserve.ReasonCNIDel,
-		ReservedAt: at, OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "owner-uid"}
+	return reserve.Entry{
+		IP: ip, Namespace: "kafka", Pod: "broker-" + ip, PodUID: "uid-" + ip, Reason: reserve.ReasonCNIDel,
+		ReservedAt: at, OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "owner-uid",
+	}
 }
 
 func nodeEntries(t *testing.T, s reserve.Store, node string) map[string]reserve.Entry {

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -148,17 +149,9 @@ func (a *Agent) WaitMetricAtLeast(want float64, name string, labels ...string) {
 
 func (a *Agent) waitMetric(ok func(float64) bool, want float64, name string, labels ...string) {
 	a.env.T.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := a.Metric(name, labels...)
-		if ok(got) {
-			return
-		}
-		if time.Now().After(deadline) {
-			a.env.T.Fatalf("%s%v = %v, want %v", name, labels, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	Eventually(a.env.T, 20*time.Second, fmt.Sprintf("%s%v to reach %v", name, labels, want), func() bool {
+		return ok(a.Metric(name, labels...))
+	})
 }
 
 // SumMetric adds up the samples of name in Prometheus text exposition whose

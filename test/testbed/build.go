@@ -119,7 +119,7 @@ func buildCachedFlags(dir, pkg, out, ldflags string, logf func(string, ...any)) 
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return err
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file releases the lock anyway
 	if _, err := os.Stat(out); err == nil {
 		return nil
 	}

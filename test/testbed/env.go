@@ -121,16 +121,20 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	// Ready, as a joined node's kubelet reports it.
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+	}}
 	if _, err := e.Kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("node status: %w", err)
 	}
 	if e.DS == Etcd {
 		// On etcd, Calico keeps its own Node; on Kubernetes it reads the Node above.
 		// calico-node ties it to the Kubernetes node, as kube-controllers' IPAM GC needs.
-		cn := &libapiv3.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels},
-			Spec: libapiv3.NodeSpec{OrchRefs: []libapiv3.OrchRef{{Orchestrator: "k8s", NodeName: e.Node}}}}
+		cn := &libapiv3.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: e.Node, Labels: labels},
+			Spec:       libapiv3.NodeSpec{OrchRefs: []libapiv3.OrchRef{{Orchestrator: "k8s", NodeName: e.Node}}},
+		}
 		if _, err := e.Calico.Nodes().Create(ctx, cn, options.SetOptions{}); err != nil {
 			return fmt.Errorf("calico node: %w", err)
 		}
@@ -155,8 +159,10 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 		_, e.Pool6, _ = net.ParseCIDR(fmt.Sprintf("fd00:ca:%x:%x::/120", e.Bed.region, int(e.Pool.IP.To4()[1])<<8|int(e.Pool.IP.To4()[2])))
 		pool6 := &apiv3.IPPool{
 			ObjectMeta: metav1.ObjectMeta{Name: "pool6-" + e.ID},
-			Spec: apiv3.IPPoolSpec{CIDR: e.Pool6.String(), BlockSize: 122, NodeSelector: pool.Spec.NodeSelector,
-				IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever},
+			Spec: apiv3.IPPoolSpec{
+				CIDR: e.Pool6.String(), BlockSize: 122, NodeSelector: pool.Spec.NodeSelector,
+				IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever,
+			},
 		}
 		if _, err := e.Calico.IPPools().Create(ctx, pool6, options.SetOptions{}); err != nil {
 			return fmt.Errorf("ippool %s: %w", e.Pool6, err)
@@ -222,8 +228,10 @@ func (e *Env) AddPool(name string, offset, prefix int) *net.IPNet {
 	cidr := &net.IPNet{IP: ip, Mask: net.CIDRMask(prefix, 32)}
 	pool := &apiv3.IPPool{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: apiv3.IPPoolSpec{CIDR: cidr.String(), BlockSize: max(prefix, 26),
-			NodeSelector: fmt.Sprintf("%s == '%s'", envLabel, e.ID), IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever},
+		Spec: apiv3.IPPoolSpec{
+			CIDR: cidr.String(), BlockSize: max(prefix, 26),
+			NodeSelector: fmt.Sprintf("%s == '%s'", envLabel, e.ID), IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever,
+		},
 	}
 	if _, err := e.Calico.IPPools().Create(context.Background(), pool, options.SetOptions{}); err != nil {
 		e.T.Fatalf("pool %s: %v", name, err)

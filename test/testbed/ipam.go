@@ -32,7 +32,10 @@ func (e *Env) IPAMState(ctx context.Context) (*IPAMState, error) {
 	}
 	var ours []string // block CIDRs inside the env's pool
 	for _, kv := range blocks.KVPairs {
-		b := kv.Value.(*model.AllocationBlock)
+		b, ok := kv.Value.(*model.AllocationBlock)
+		if !ok {
+			return nil, fmt.Errorf("block %v: unexpected value %T", kv.Key, kv.Value)
+		}
 		if !e.Pool.Contains(b.CIDR.IP) && (e.Pool6 == nil || !e.Pool6.Contains(b.CIDR.IP)) {
 			continue
 		}
@@ -53,8 +56,12 @@ func (e *Env) IPAMState(ctx context.Context) (*IPAMState, error) {
 		return nil, fmt.Errorf("listing handles: %w", err)
 	}
 	for _, kv := range handles.KVPairs {
-		h := kv.Value.(*model.IPAMHandle)
-		id := kv.Key.(model.IPAMHandleKey).HandleID // the value's ID is not stored on etcd
+		h, ok := kv.Value.(*model.IPAMHandle)
+		key, keyOK := kv.Key.(model.IPAMHandleKey) // the value's ID is not stored on etcd
+		if !ok || !keyOK {
+			return nil, fmt.Errorf("handle %v: unexpected value %T", kv.Key, kv.Value)
+		}
+		id := key.HandleID
 		for blockCIDR, n := range h.Block {
 			if slices.Contains(ours, blockCIDR) && n > 0 {
 				st.HandleCounts[id] += n

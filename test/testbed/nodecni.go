@@ -89,9 +89,13 @@ func (e *Env) AgentDaemonSet() (ds *appsv1.DaemonSet, podName string) {
 	labels := map[string]string{"app": "capo-agent"}
 	ds, err := e.Kube.AppsV1().DaemonSets(e.Namespace).Create(ctx, &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "capo-agent"},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.invalid/capo:1"}}}}},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "registry.invalid/capo:1"}}},
+			},
+		},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		e.T.Fatal(err)

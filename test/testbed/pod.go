@@ -82,8 +82,11 @@ func (e *Env) CreateStatefulSet(name string, replicas int32) *appsv1.StatefulSet
 	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{
 		Replicas: &replicas, ServiceName: name,
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}}}}}}
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}}},
+		},
+	}}
 	out, err := e.Kube.AppsV1().StatefulSets(e.Namespace).Create(context.Background(), s, metav1.CreateOptions{})
 	if err != nil {
 		e.T.Fatalf("statefulset %s: %v", name, err)

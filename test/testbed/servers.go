@@ -57,7 +57,8 @@ func startAPIServer(sp *spawner, bin, dir, etcdURL string, pk *pki, o Options) (
 	}
 	addr := o.address()
 	url := "https://" + net.JoinHostPort(addr, strconv.Itoa(port))
-	args := []string{"--etcd-servers=" + etcdURL,
+	args := []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=" + addr, "--advertise-address=" + addr, "--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--tls-cert-file=" + pk.CertFile, "--tls-private-key-file=" + pk.KeyFile,

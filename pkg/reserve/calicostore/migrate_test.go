@@ -130,8 +130,10 @@ func TestTidyRepairsWhatWritersLeft(t *testing.T) {
 	s.Objects.Put(head)
 	empty := reserve.NewBucketObject((b+1)%reserve.Buckets, 0).Object() // emptied, never deleted
 	s.Objects.Put(empty)
-	retired := reserve.Object{Name: reserve.BucketName((b+2)%reserve.Buckets, 0), Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
-		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"}}
+	retired := reserve.Object{
+		Name: reserve.BucketName((b+2)%reserve.Buckets, 0), Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
+		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"},
+	}
 	s.Objects.Put(retired)
 	if _, err := s.List(ctx); err != nil {
 		t.Fatal(err)

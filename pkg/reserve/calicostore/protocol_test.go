@@ -70,8 +70,10 @@ func TestReleaseNeverDeletesAConcurrentWrite(t *testing.T) {
 func TestRetiredHeadIsReplaced(t *testing.T) {
 	s := reservetest.NewStore(reserve.DefaultLimits)
 	head := reserve.BucketName(reserve.BucketOf("n1"), 0)
-	s.Objects.Put(reserve.Object{Name: head, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
-		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"}})
+	s.Objects.Put(reserve.Object{
+		Name: head, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
+		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"},
+	})
 	mustReserve(t, s, "n1", "10.0.0.1")
 	if o, _ := s.Objects.Object(head); !slices.Equal(o.CIDRs, []string{"10.0.0.1/32"}) {
 		t.Fatalf("head %+v", o)

@@ -171,7 +171,7 @@ const maxAttempts = 100
 // writers spread out.
 func (s *Store) backoff(ctx context.Context, attempt int) error {
 	s.conflicts.Add(1)
-	t := time.NewTimer(time.Duration(5+rand.IntN(10*min(attempt+1, 10))) * time.Millisecond)
+	t := time.NewTimer(time.Duration(5+rand.IntN(10*min(attempt+1, 10))) * time.Millisecond) //nolint:gosec // G404: jitter, not a secret
 	defer t.Stop()
 	select {
 	case <-t.C:

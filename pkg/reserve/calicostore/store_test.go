@@ -17,8 +17,10 @@ var (
 )
 
 func entry(ip string) reserve.Entry {
-	return reserve.Entry{IP: ip, Namespace: "kafka", Pod: "broker-" + ip, PodUID: "uid-" + ip, Reason: reserve.ReasonCNIDel,
-		ReservedAt: t0, OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "owner"}
+	return reserve.Entry{
+		IP: ip, Namespace: "kafka", Pod: "broker-" + ip, PodUID: "uid-" + ip, Reason: reserve.ReasonCNIDel,
+		ReservedAt: t0, OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "owner",
+	}
 }
 
 func ips(es []reserve.Entry) []string {
