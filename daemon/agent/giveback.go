@@ -130,7 +130,7 @@ func (r *returner) event(pod *corev1.Pod, ips []string, why string) {
 // fellBack records what capo-ipam reports: offered addresses that
 // calico-ipam would not give back.
 func (r *returner) fellBack(pod *corev1.Pod, o *wire.ReturnOutcome) {
-	r.metrics.returns.WithLabelValues("fell-back", o.Reason).Inc()
+	r.metrics.returns.WithLabelValues(wire.FellBack, string(giveback.Refused)).Inc() // a bounded label whatever the socket says
 	slog.Warn("a returning pod got fresh addresses instead of its own", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "reason", o.Reason, "why", o.Why)
 	if pod != nil {
 		r.event(pod, o.IPs, o.Why)

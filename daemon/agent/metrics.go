@@ -78,7 +78,7 @@ func newMetrics() *metrics {
 		}),
 		returns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_agent_address_returns_total",
-			Help: "Returning StatefulSet pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), refused (not offered: reason says why) and fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones). Those given back are counted by capo-controller as capo_releases_total{reason=\"returned\"}.",
+			Help: "Returning pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), returned (given back: the reservations end), refused (not offered: reason says why) and fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones).",
 		}, []string{"outcome", "reason"}),
 	}
 	m.reg.MustRegister(m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
