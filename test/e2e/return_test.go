@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/giveback"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -201,4 +205,93 @@ func TestReturningPodGetsItsAddressBack(t *testing.T) {
 			b.held(old.IPs, true)
 		})
 	})
+}
+
+// A StatefulSet pod that comes back on another node: with sameNode it gets
+// a fresh address; with anyNode it borrows its old one from the first
+// node's block (a VXLAN pool, which felix routes by /32), unless
+// strictAffinity forbids calico-ipam to assign from another node's block.
+func TestReturnOnAnotherNode(t *testing.T) {
+	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+		ctx := context.Background()
+		a := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true})
+		b := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true})
+		// a's pool for both nodes, VXLAN: a borrowed address is routed.
+		pool, err := a.Calico.IPPools().Get(ctx, "pool-"+a.ID, options.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.Spec.NodeSelector, pool.Spec.VXLANMode = "all()", apiv3.VXLANModeAlways
+		if _, err := a.Calico.IPPools().Update(ctx, pool, options.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ra := &returnBed{t: t, env: a, conflist: a.Conflist(testbed.Capo)}
+		onB := func(p *corev1.Pod) { p.Spec.NodeName = b.Node }
+		// comeBackOnB re-creates mq-0 in a's namespace, scheduled to b.
+		comeBackOnB := func() *testbed.Sandbox {
+			t.Helper()
+			a.DeletePod("mq-0", 0)
+			sb := b.NewSandbox(a.CreatePod("mq-0", testbed.StatefulPod("mq"), onB), b.Conflist(testbed.Capo))
+			if err := sb.Add(ctx); err != nil {
+				t.Fatalf("ADD of mq-0 on %s: %v", b.Node, err)
+			}
+			return sb
+		}
+		old := ra.add("mq-0", testbed.StatefulPod("mq"))
+		ra.teardown(old)
+
+		back := comeBackOnB() // sameNode, the default
+		if !disjoint(back.IPs, old.IPs) {
+			t.Fatalf("sameNode: mq-0 got %v back on another node", back.IPs)
+		}
+		ra.held(old.IPs, true)
+		if err := back.Del(ctx); err != nil { // b reserves this one for mq-0 too
+			t.Fatal(err)
+		}
+
+		setStrict := func(on bool) {
+			t.Helper()
+			cfg, err := a.Calico.IPAM().GetIPAMConfig(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.StrictAffinity = on
+			if err := a.Calico.IPAM().SetIPAMConfig(ctx, *cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.SetConfig(configWith("returnAddress: anyNode\n"))
+		b.Agent.WaitMetric(1, "capo_config_reloads_total", `result="success"`)
+		setStrict(true)
+		t.Cleanup(func() { setStrict(false) })
+		// b's own reservation for mq-0 is the latest: release it, so a's is the one held.
+		releaseHeld(t, b, back.IP())
+		back = comeBackOnB()
+		if !disjoint(back.IPs, old.IPs) {
+			t.Fatalf("strictAffinity: mq-0 got %v, borrowed from %s's block", back.IPs, a.Node)
+		}
+		ra.held(old.IPs, true)
+		b.Agent.WaitMetric(1, "capo_agent_address_returns_total", `outcome="refused"`, `reason="strict-affinity"`)
+		ra.event("mq-0", "AddressNotReturned", "strictAffinity is on")
+		if err := back.Del(ctx); err != nil {
+			t.Fatal(err)
+		}
+		releaseHeld(t, b, back.IP())
+
+		setStrict(false)
+		back = comeBackOnB()
+		if !same(back.IPs, old.IPs) {
+			t.Fatalf("anyNode: mq-0 got %v on %s, want its own %v", back.IPs, b.Node, old.IPs)
+		}
+		ra.held(old.IPs, false)
+	})
+}
+
+// releaseHeld ends the reservation of ip by hand, as capoctl release does.
+func releaseHeld(t *testing.T, env *testbed.Env, ip string) {
+	t.Helper()
+	store := calicostore.New(env.Calico, reserve.DefaultLimits)
+	if _, err := store.Release(context.Background(), []reserve.Ref{{Node: env.Node, IP: ip}}); err != nil {
+		t.Fatal(err)
+	}
 }
