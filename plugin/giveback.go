@@ -37,6 +37,14 @@ func (d *ExecDelegate) Request(ctx context.Context, conf *NetConf, cniArgs, ip s
 	return e.Invoke(ctx, "ADD", conf)
 }
 
+// Reasons capo-ipam reports, giveback.Families and giveback.Refused by
+// value: importing giveback would link Kubernetes' and Calico's packages
+// into capo-ipam, and every call would pay for their start-up.
+const (
+	reasonFamilies = "families"
+	reasonRefused  = "refused"
+)
+
 // Reporter tells the agent how a return ended.
 type Reporter interface {
 	ReportReturn(ctx context.Context, o *wire.ReturnOutcome) error
@@ -49,6 +57,12 @@ type Reporter interface {
 func returnAdd(ctx context.Context, args, podName string, conf *NetConf, d Delegate, rep Reporter, pod wire.PodRef, ret *wire.Return) ([]byte, error) {
 	r, ok := d.(Requester)
 	if ret == nil || len(ret.IPs) == 0 || !ok {
+		return d.Invoke(ctx, "ADD", conf)
+	}
+	if want, got := families(conf.IPAM.Delegate), familiesOf(ret.IPs); want != got {
+		why := fmt.Sprintf("capo holds %s for the pod, which is given %s", got, want)
+		slog.Info("a returning pod gets fresh addresses: the families held are not the pod's", "pod", podName, "ips", ret.IPs, "why", why)
+		report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: reasonFamilies, Why: why})
 		return d.Invoke(ctx, "ADD", conf)
 	}
 	out, assigned, err := requestAll(ctx, r, conf, args, ret.IPs)
@@ -64,8 +78,43 @@ func returnAdd(ctx context.Context, args, podName string, conf *NetConf, d Deleg
 			slog.Warn("releasing what the refused request assigned", "err", derr)
 		}
 	}
-	report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: "refused", Why: why})
+	report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: reasonRefused, Why: why})
 	return d.Invoke(ctx, "ADD", conf)
+}
+
+// families are what calico-ipam assigns under its ipam block: IPv4 unless
+// assign_ipv4 is "false", IPv6 if assign_ipv6 is "true" (ipam_plugin.go).
+func families(delegate json.RawMessage) string {
+	var c struct {
+		V4 *string `json:"assign_ipv4"`
+		V6 *string `json:"assign_ipv6"`
+	}
+	_ = json.Unmarshal(delegate, &c)
+	return family(c.V4 == nil || *c.V4 != "false", c.V6 != nil && *c.V6 == "true")
+}
+
+func familiesOf(ips []string) string {
+	var v4, v6 bool
+	for _, ip := range ips {
+		if strings.Contains(ip, ":") {
+			v6 = true
+		} else {
+			v4 = true
+		}
+	}
+	return family(v4, v6)
+}
+
+func family(v4, v6 bool) string {
+	switch {
+	case v4 && v6:
+		return "IPv4 and IPv6"
+	case v6:
+		return "IPv6"
+	case v4:
+		return "IPv4"
+	}
+	return "no address"
 }
 
 // requestAll asks for each address under one handle and merges the

@@ -53,20 +53,24 @@ func (r *fakeReporter) ReportReturn(_ context.Context, o *wire.ReturnOutcome) er
 }
 
 func TestReturnAdd(t *testing.T) {
+	const dual = `{"cniVersion":"0.3.1","name":"net1","ipam":{"type":"capo-ipam","delegate":{"type":"calico-ipam","assign_ipv6":"true"}}}`
 	cases := []struct {
 		name      string
+		conf      string
 		offer     []string
 		refused   string
 		wantIPs   string
 		wantCalls string
 		outcome   string // "" = nothing reported
 	}{
-		{"nothing offered", nil, "", "10.0.0.50", "ADD", ""},
-		{"one family", []string{"10.0.0.3"}, "", "10.0.0.3", "ADD 10.0.0.3", wire.Returned},
-		{"dual stack", []string{"10.0.0.3", "fd00::3"}, "", "10.0.0.3,fd00::3", "ADD 10.0.0.3|ADD fd00::3", wire.Returned},
-		{"refused", []string{"10.0.0.3"}, "10.0.0.3", "10.0.0.50", "ADD 10.0.0.3|ADD", wire.FellBack},
+		{"nothing offered", testConf, nil, "", "10.0.0.50", "ADD", ""},
+		{"one family", testConf, []string{"10.0.0.3"}, "", "10.0.0.3", "ADD 10.0.0.3", wire.Returned},
+		{"dual stack", dual, []string{"10.0.0.3", "fd00::3"}, "", "10.0.0.3,fd00::3", "ADD 10.0.0.3|ADD fd00::3", wire.Returned},
+		{"refused", testConf, []string{"10.0.0.3"}, "10.0.0.3", "10.0.0.50", "ADD 10.0.0.3|ADD", wire.FellBack},
 		// IPv4 came back, IPv6 not: the IPv4 is released, both are fresh.
-		{"one family of two refused", []string{"10.0.0.3", "fd00::3"}, "fd00::3", "10.0.0.50", "ADD 10.0.0.3|ADD fd00::3|DEL|ADD", wire.FellBack},
+		{"one family of two refused", dual, []string{"10.0.0.3", "fd00::3"}, "fd00::3", "10.0.0.50", "ADD 10.0.0.3|ADD fd00::3|DEL|ADD", wire.FellBack},
+		// Held for IPv4 only, the pod now dual stack: nothing is requested.
+		{"fewer families than the pod's", dual, []string{"10.0.0.3"}, "", "10.0.0.50", "ADD", wire.FellBack},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +81,7 @@ func TestReturnAdd(t *testing.T) {
 				ret = &wire.Return{IPs: tc.offer}
 			}
 			pod := wire.PodRef{Namespace: "ns", Name: "redis-3"}
-			out, err := returnAdd(context.Background(), "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", "ns/redis-3", mustConf(t, testConf), d, rep, pod, ret)
+			out, err := returnAdd(context.Background(), "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", "ns/redis-3", mustConf(t, tc.conf), d, rep, pod, ret)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +97,7 @@ func TestReturnAdd(t *testing.T) {
 				t.Errorf("reported %+v", rep.got)
 			case tc.outcome != "" && (len(rep.got) != 1 || rep.got[0].Outcome != tc.outcome):
 				t.Errorf("reported %+v, want %s", rep.got, tc.outcome)
-			case tc.outcome == wire.FellBack && !strings.Contains(rep.got[0].Why, "already assigned"):
+			case tc.outcome == wire.FellBack && !strings.Contains(rep.got[0].Why, "already assigned") && !strings.Contains(rep.got[0].Why, "is given IPv4 and IPv6"):
 				t.Errorf("why %q does not carry calico-ipam's answer", rep.got[0].Why)
 			}
 		})

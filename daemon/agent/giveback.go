@@ -130,7 +130,11 @@ func (r *returner) event(pod *corev1.Pod, ips []string, why string) {
 // fellBack records what capo-ipam reports: offered addresses that
 // calico-ipam would not give back.
 func (r *returner) fellBack(pod *corev1.Pod, o *wire.ReturnOutcome) {
-	r.metrics.returns.WithLabelValues(wire.FellBack, string(giveback.Refused)).Inc() // a bounded label whatever the socket says
+	reason := giveback.Refused // a bounded label whatever the socket says
+	if slices.Contains(giveback.Reasons, giveback.Reason(o.Reason)) {
+		reason = giveback.Reason(o.Reason)
+	}
+	r.metrics.returns.WithLabelValues(wire.FellBack, string(reason)).Inc()
 	slog.Warn("a returning pod got fresh addresses instead of its own", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "reason", o.Reason, "why", o.Why)
 	if pod != nil {
 		r.event(pod, o.IPs, o.Why)
