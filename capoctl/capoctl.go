@@ -28,12 +28,14 @@ import (
 const usage = `capoctl %s: capo's IP reservations.
 
   capoctl list [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
-      every address held: pod, node, reason, age, and when it expires
+      every address held: pod, node, reason, age, and when it expires; then
+      the addresses given back to returning pods, or not, and why (Events)
   capoctl release IP... | --pod NS/NAME | --node N | --all  [--yes]
       end reservations now (asks first); only the reservation goes, an address
       still allocated in Calico IPAM stays allocated
   capoctl explain NS/NAME
-      would this pod's address be reserved on teardown, and which rule decides
+      would this pod's address be reserved on teardown, and which rule decides;
+      would it get its address back when it returns, and if not why
 
 Reaches Calico's datastore as calicoctl does: the Kubernetes datastore through
 KUBECONFIG (or ~/.kube/config) unless DATASTORE_TYPE=etcdv3 (with

@@ -107,6 +107,11 @@ func (c *cli) list(f filter, output string) error {
 		if len(rows) == 0 {
 			fmt.Fprintln(c.out, "(no reservations)")
 		}
+		evs, err := c.returns(f)
+		if err != nil {
+			return err
+		}
+		c.printReturns(evs)
 	default:
 		return fmt.Errorf("-o %s: want table, json or yaml", output)
 	}
@@ -191,6 +196,9 @@ func (c *cli) explain(ref string) error {
 	}
 	if d.Verdict == selection.Selected {
 		fmt.Fprintf(c.out, "  a reservation lasts up to %s (ipReserveTime), less if more than %d are held, or once its workload is gone\n", cfg.IPReserveTime, cfg.IPReserveMaxCount)
+	}
+	if err := c.explainReturn(pod, d); err != nil {
+		return err
 	}
 	rows, err := c.rows(filter{pod: ref})
 	if err != nil {

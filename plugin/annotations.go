@@ -23,7 +23,7 @@ const (
 // Annotations reads a pod's and its namespace's annotations, and, when the
 // agent answers, its decision for the pod.
 type Annotations interface {
-	Get(ctx context.Context, namespace, pod string) (*wire.AnnotationsResponse, error)
+	Get(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error)
 }
 
 // applyCalicoAnnotations returns the delegate block with the pool and family
@@ -99,9 +99,11 @@ type agentAnnotations struct {
 	fallback Annotations
 }
 
-func (a agentAnnotations) Get(ctx context.Context, namespace, pod string) (*wire.AnnotationsResponse, error) {
+// The pod's UID tells the agent which object to answer for: a StatefulSet
+// pod re-created under the same name may still be the old one in its cache.
+func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
 	actx, cancel := context.WithTimeout(ctx, a.timeout)
-	resp, err := a.agent.IPAMAnnotations(actx, wire.PodRef{Namespace: namespace, Name: pod})
+	resp, err := a.agent.IPAMAnnotations(actx, pod)
 	cancel()
 	if err == nil {
 		return resp, nil
@@ -110,7 +112,7 @@ func (a agentAnnotations) Get(ctx context.Context, namespace, pod string) (*wire
 		return nil, fmt.Errorf("reading Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
 	}
 	slog.Info("agent could not give the pod's annotations; reading the API server", "err", err)
-	return a.fallback.Get(ctx, namespace, pod)
+	return a.fallback.Get(ctx, pod)
 }
 
 // calicoSettings are the calico plugin's own keys that decide whether and

@@ -82,7 +82,7 @@ type fakeAnnotations struct {
 	err      error
 }
 
-func (f fakeAnnotations) Get(context.Context, string, string) (*wire.AnnotationsResponse, error) {
+func (f fakeAnnotations) Get(context.Context, wire.PodRef) (*wire.AnnotationsResponse, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -96,7 +96,7 @@ func TestAddAppliesAnnotationsToTheDelegateOnly(t *testing.T) {
 	args := &skel.CmdArgs{ContainerID: "c", IfName: "eth0", Args: "K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=b-0"}
 	ann := fakeAnnotations{pod: map[string]string{AnnotationIPv4Pools: `["gold"]`}, decision: &wire.Decision{Selected: true, Rule: "pod annotation"}}
 	j := &fakeJournal{}
-	if err := add(context.Background(), args, conf, &ExecDelegate{Paths: []string{dir}}, j, ann, &bytes.Buffer{}); err != nil {
+	if err := add(context.Background(), args, conf, addDeps{delegate: &ExecDelegate{Paths: []string{dir}}, journal: j, ann: ann, stdout: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(out)
@@ -108,19 +108,19 @@ func TestAddAppliesAnnotationsToTheDelegateOnly(t *testing.T) {
 		t.Fatalf("ADD record %+v lacks the agent's decision", j.recorded)
 	}
 	// Without policy type k8s the calico plugin reads no pod, and neither does capo.
-	if err := add(context.Background(), args, mustConf(t, `{"name":"n","ipam":{"type":"capo-ipam"}}`), &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
+	if err := add(context.Background(), args, mustConf(t, `{"name":"n","ipam":{"type":"capo-ipam"}}`), addDeps{delegate: &ExecDelegate{Paths: []string{dir}}, journal: &fakeJournal{}, ann: ann, stdout: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(out); strings.Contains(string(got), "gold") {
 		t.Fatalf("annotations applied without policy type k8s: %s", got)
 	}
 	ann.err = errors.New("connection refused")
-	if err := add(context.Background(), args, mustConf(t, `{"name":"n","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`), &ExecDelegate{Paths: []string{dir}}, &fakeJournal{}, ann, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+	if err := add(context.Background(), args, mustConf(t, `{"name":"n","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`), addDeps{delegate: &ExecDelegate{Paths: []string{dir}}, journal: &fakeJournal{}, ann: ann, stdout: &bytes.Buffer{}}); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("an unreadable pod must fail the ADD as under calico-ipam: %v", err)
 	}
 	// Another delegate is left alone, as the calico plugin leaves non-calico-ipam types.
 	hl := script(t, "host-local", `cat > `+out+`; printf '{"cniVersion":"0.3.1","ips":[]}'`)
-	if err := add(context.Background(), args, mustConf(t, `{"name":"n","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam","delegate":{"type":"host-local"}}}`), &ExecDelegate{Paths: []string{hl}}, &fakeJournal{}, ann, &bytes.Buffer{}); err != nil {
+	if err := add(context.Background(), args, mustConf(t, `{"name":"n","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam","delegate":{"type":"host-local"}}}`), addDeps{delegate: &ExecDelegate{Paths: []string{hl}}, journal: &fakeJournal{}, ann: ann, stdout: &bytes.Buffer{}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(out); strings.Contains(string(got), "gold") {

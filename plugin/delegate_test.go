@@ -44,7 +44,7 @@ func TestDelegateGetsNetconfEnvAndReturnsStdoutVerbatim(t *testing.T) {
 	var stdout bytes.Buffer
 	j := &fakeJournal{}
 	args := &skel.CmdArgs{ContainerID: "abc", IfName: "eth0", Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=b-0;K8S_POD_UID=u-0"}
-	if err := add(context.Background(), args, mustConf(t, testConf), d, j, nil, &stdout); err != nil {
+	if err := add(context.Background(), args, mustConf(t, testConf), addDeps{delegate: d, journal: j, stdout: &stdout}); err != nil {
 		t.Fatal(err)
 	}
 	if got := stdout.String(); got != `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.1.2.3/32"}]}` {
@@ -112,7 +112,7 @@ func TestDelegateHangHitsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.IPAM.DelegateTimeout.D())
 	defer cancel()
 	start := time.Now()
-	err := add(ctx, &skel.CmdArgs{}, conf, d, &fakeJournal{}, nil, &bytes.Buffer{})
+	err := add(ctx, &skel.CmdArgs{}, conf, addDeps{delegate: d, journal: &fakeJournal{}, stdout: &bytes.Buffer{}})
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
 		t.Fatalf("err = %v", err)
 	}

@@ -78,16 +78,21 @@ func setup(args *skel.CmdArgs, withAgent bool) (*call, error) {
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
+	st := newSteps()
 	c, err := setup(args, false)
 	if err != nil {
 		return err
 	}
 	defer c.done()
-	ann := agentAnnotations{agent: wire.NewClient(c.conf.IPAM.AgentSocket), timeout: 2 * time.Second}
+	st.done("setup")
+	agent := wire.NewClient(c.conf.IPAM.AgentSocket)
+	ann := agentAnnotations{agent: agent, timeout: 2 * time.Second}
 	if kc := calicoSettingsOf(c.conf).Kubernetes.Kubeconfig; kc != "" {
 		ann.fallback = kubeAnnotations{kubeconfig: kc}
 	}
-	return add(c.ctx, args, c.conf, c.d, c.journal, ann, os.Stdout)
+	err = add(c.ctx, args, c.conf, addDeps{delegate: c.d, journal: c.journal, ann: ann, reporter: agent, stdout: os.Stdout, steps: st})
+	st.log("ADD steps")
+	return err
 }
 
 func cmdDel(args *skel.CmdArgs) error {
@@ -115,21 +120,38 @@ func cmdCheck(args *skel.CmdArgs) error {
 	return check(c.ctx, c.conf, c.d)
 }
 
+// addDeps are what an ADD needs besides the netconf; cmdAdd builds the real ones.
+type addDeps struct {
+	delegate Delegate
+	journal  Journal
+	ann      Annotations // nil: the pod's annotations cannot be read
+	reporter Reporter    // hears how a return ended; nil: nobody
+	stdout   io.Writer
+	steps    *steps // nil: not timed
+}
+
 // add returns the delegate's result unchanged: stdout carries it verbatim.
 // The addresses are recorded for the DEL, with the agent's decision for the
 // pod as of now; if that fails the DEL reads Calico's handle instead, so the
 // ADD does not fail for it.
-func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j Journal, ann Annotations, stdout io.Writer) error {
+func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, deps addDeps) error {
+	d, j, ann, stdout, st := deps.delegate, deps.journal, deps.ann, deps.stdout, deps.steps
 	pod, _ := podOf(args) // podInfo reports a CNI_ARGS it cannot read, if it matters
 	info, err := podInfo(ctx, args, conf, ann)
 	if err == nil {
 		err = applyPodIPAMChoices(conf, info, pod.Namespace+"/"+pod.Name)
 	}
+	st.done("agent")
 	if err != nil {
 		slog.Error("ADD failed", "err", err)
 		return err
 	}
-	out, err := d.Invoke(ctx, "ADD", conf)
+	var ret *wire.Return
+	if info != nil {
+		ret = info.Return
+	}
+	out, err := returnAdd(ctx, args.Args, pod.Namespace+"/"+pod.Name, conf, d, deps.reporter, pod, ret)
+	st.done("delegate")
 	if err != nil {
 		slog.Error("ADD failed", "err", err)
 		return err
@@ -145,10 +167,12 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d Delegate, j J
 	if err != nil {
 		slog.Warn("could not record the ADD's addresses; DEL will read Calico's handle", "err", err)
 	}
+	st.done("record")
 	if _, err := stdout.Write(out); err != nil {
 		return fmt.Errorf("writing the result: %w", err)
 	}
 	slog.Info("ADD delegated", "delegate", conf.DelegateType(), "ips", ips)
+	st.done("result")
 	return nil
 }
 
@@ -176,7 +200,7 @@ func podInfo(ctx context.Context, args *skel.CmdArgs, conf *NetConf, ann Annotat
 		}
 		return nil, nil
 	}
-	info, err := ann.Get(ctx, ns, name)
+	info, err := ann.Get(ctx, wire.PodRef{Namespace: ns, Name: name, UID: string(ka.K8S_POD_UID)})
 	if err != nil && !needed {
 		slog.Info("the pod's annotations could not be read; not needed for this delegate", "err", err)
 		return nil, nil

@@ -26,7 +26,8 @@ import (
 // would add about 10 ms to every capo-ipam call, ADD and DEL alike.
 type kubeAnnotations struct{ kubeconfig string }
 
-func (k kubeAnnotations) Get(ctx context.Context, namespace, pod string) (*wire.AnnotationsResponse, error) {
+func (k kubeAnnotations) Get(ctx context.Context, ref wire.PodRef) (*wire.AnnotationsResponse, error) {
+	namespace, pod := ref.Namespace, ref.Name
 	api, err := loadKubeconfig(k.kubeconfig)
 	if err != nil {
 		return nil, err

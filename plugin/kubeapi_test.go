@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 func apiServer(t *testing.T) (*httptest.Server, string) {
@@ -63,14 +65,14 @@ contexts:
     user: calico
 current-context: calico-context
 `)
-	got, err := kubeAnnotations{kubeconfig: kc}.Get(context.Background(), "kafka", "b-0")
+	got, err := kubeAnnotations{kubeconfig: kc}.Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Namespace[AnnotationIPv4Pools] != `["ns"]` || got.Pod[AnnotationIPFamilies] != `["IPv4"]` || got.Decision != nil {
 		t.Fatalf("got %+v", got)
 	}
-	if _, err := (kubeAnnotations{kubeconfig: kc}).Get(context.Background(), "kafka", "gone"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := (kubeAnnotations{kubeconfig: kc}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "gone"}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("missing pod: %v", err)
 	}
 }
@@ -87,7 +89,7 @@ users: [{name: u, user: {tokenFile: token}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `), 0o600)
-	if _, err := (kubeAnnotations{kubeconfig: kc}).Get(context.Background(), "kafka", "b-0"); err != nil {
+	if _, err := (kubeAnnotations{kubeconfig: kc}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"}); err != nil {
 		t.Fatal(err)
 	}
 	for body, want := range map[string]string{
@@ -104,7 +106,7 @@ current-context: x
 	// An untrusted server is refused.
 	bad := writeKubeconfig(t, `clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
 users: [{name: u, user: {token: s3cret}}]`)
-	if _, err := (kubeAnnotations{kubeconfig: bad}).Get(context.Background(), "kafka", "b-0"); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, err := (kubeAnnotations{kubeconfig: bad}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("unverified TLS accepted: %v", err)
 	}
 }

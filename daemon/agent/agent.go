@@ -61,6 +61,7 @@ type Agent struct {
 	drainer *drainer
 	sweeper *sweeper
 	cni     *cniManager // nil without --manage-cni
+	held    *heldIndex  // pods with reservations on this node, for returns
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
 	ready     atomic.Bool
@@ -88,7 +89,14 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		now:       time.Now,
 	}
 	j := journal.Dir{Root: opts.StateDir}
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics}
+	a.held = newHeldIndex(opts.NodeName)
+	dec.reserved = a.held.add
+	ret := &returner{
+		node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
+		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics,
+	}
+	dec.guard = ret.guard
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	a.sweeper = &sweeper{
 		node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
@@ -207,4 +215,5 @@ func (a *Agent) countReserved(ctx context.Context) {
 		return
 	}
 	a.metrics.reservedIPs.Set(float64(len(entries)))
+	a.held.replace(entries)
 }

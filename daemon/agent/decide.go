@@ -46,6 +46,10 @@ type decider struct {
 	selectors func() []selection.Selector
 	observe   func(time.Duration) // how long a reservation took
 	now       func() time.Time
+	reserved  func([]reserve.Entry) // told of every reservation written; nil: nobody
+	// guard is held around a reservation's write: a return that has not
+	// yet ended these addresses' reservations must not end this one.
+	guard func(ips []string) (unlock func())
 }
 
 // Decide reserves the sandbox's addresses if its pod is selected, or says
@@ -76,11 +80,17 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 	for _, ip := range ips {
 		entries = append(entries, entryFor(ip, req, pod, a.now()))
 	}
+	if a.guard != nil {
+		defer a.guard(ips)()
+	}
 	res, err := a.reserve.Reserve(ctx, entries)
 	if err != nil {
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}
 	a.observe(a.now().Sub(start))
+	if a.reserved != nil {
+		a.reserved(entries)
+	}
 	slog.Info("reserved", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
 	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: d.Rule}, nil
 }
@@ -114,7 +124,10 @@ func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]st
 }
 
 func entryFor(ip string, req *wire.ReserveRequest, pod *corev1.Pod, now time.Time) reserve.Entry {
-	e := reserve.Entry{IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC()}
+	e := reserve.Entry{
+		IP: ip, Namespace: req.Pod.Namespace, Pod: req.Pod.Name, PodUID: req.Pod.UID, Reason: reserve.ReasonCNIDel, ReservedAt: now.UTC(),
+		Sandbox: reserve.SandboxOf(req.ContainerID),
+	}
 	e.SetPod(pod)
 	return e
 }

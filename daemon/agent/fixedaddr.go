@@ -29,11 +29,16 @@ type fixedAddressWarner struct {
 	warned   map[types.UID]bool
 }
 
-func newFixedAddressWarner(kube kubernetes.Interface, node string, optedIn func() bool, count func()) *fixedAddressWarner {
+// newRecorder records Events as capo-agent of node.
+func newRecorder(kube kubernetes.Interface, node string) record.EventRecorder {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-agent", Host: node})
+}
+
+func newFixedAddressWarner(kube kubernetes.Interface, node string, optedIn func() bool, count func()) *fixedAddressWarner {
 	return &fixedAddressWarner{
-		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-agent", Host: node}),
+		recorder: newRecorder(kube, node),
 		count:    count, optedIn: optedIn, warned: map[types.UID]bool{},
 	}
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	cniReapplied   *prometheus.CounterVec
 	cniErrors      prometheus.Counter
 	fixedAddrPods  prometheus.Counter
+	returns        *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -75,8 +76,12 @@ func newMetrics() *metrics {
 			Name: "capo_agent_fixed_address_pods_total",
 			Help: "Pods with cni.projectcalico.org/ipAddrs or ipAddrsNoIpam scheduled to this opted-in node, where the calico plugin rejects them.",
 		}),
+		returns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_address_returns_total",
+			Help: "Returning pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), returned (given back: the reservations end), refused (not offered: reason says why) and fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones).",
+		}, []string{"outcome", "reason"}),
 	}
-	m.reg.MustRegister(m.bypassed, m.fixedAddrPods, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -60,6 +60,7 @@ type server struct {
 	selectors func() []selection.Selector
 	timeout   func() time.Duration // for one decision
 	metrics   *metrics
+	returner  *returner
 }
 
 func (a *server) serve(ctx context.Context, l net.Listener) error {
@@ -98,6 +99,7 @@ func (a *server) handler() http.Handler {
 		a.handleReserve(w, r)
 	})
 	mux.HandleFunc("POST "+wire.AnnotationsPath, a.handleAnnotations)
+	mux.HandleFunc("POST "+wire.ReturnOutcomePath, a.handleReturnOutcome)
 	return mux
 }
 
@@ -142,11 +144,32 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "pod or namespace not known to the agent yet")
 		return
 	}
+	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, a.selectors())}
+	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), a.selectors())
+	resp.Return = a.returner.offer(ctx, pod, ns, d)
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(wire.AnnotationsResponse{
-		Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations),
-		Decision: atAdd(ns, pod, a.selectors()),
-	})
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// handleReturnOutcome hears from capo-ipam how an offer ended. It answers
+// at once: the reservations of returned addresses end in the background.
+func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
+	var o wire.ReturnOutcome
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&o); err != nil {
+		writeError(w, http.StatusBadRequest, "request is not a valid return outcome: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	pod := a.cluster.Pod(ctx, o.Pod)
+	if o.Outcome == wire.Returned {
+		a.returner.expect(o.IPs)
+		go a.returner.returned(context.WithoutCancel(ctx), pod, o)
+	} else {
+		a.returner.fellBack(pod, &o)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte("{}"))
 }
 
 // atAdd is the decision for the pod as it starts, on its own and its

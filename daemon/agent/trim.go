@@ -17,7 +17,9 @@ import (
 //	pod        name, namespace, UID, labels (any selector may name any
 //	           label), capo's and Calico's annotations, owner references,
 //	           node name, phase, deletion
-//	namespace  Capo's label; Calico's annotations (served to capo-ipam)
+//	namespace  labels (capo's, and any an IPPool's namespaceSelector
+//	           names, judged when a returning pod is offered its
+//	           address); Calico's annotations (served to capo-ipam)
 //	node       capo's opt-in label and annotation
 const (
 	capoPrefix   = "capo.io/"
@@ -44,7 +46,7 @@ func trimPod(obj any) (any, error) {
 
 // trimNamespace is the namespaces informer's transform.
 func trimNamespace(obj any) (any, error) {
-	return trimMeta(obj, func(k string) bool { return k == selection.NamespaceLabel }, calicoPrefix)
+	return trimMeta(obj, func(string) bool { return true }, calicoPrefix)
 }
 
 // trimIdentity keeps an object's identity and deletion only.

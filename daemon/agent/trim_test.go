@@ -75,6 +75,9 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 					t.Errorf("pod %v, namespace %v, node %v: trimmed decide %+v, whole %+v", p.Annotations, ns.Labels, n.Labels, got, want)
 				}
 			}
+			if !reflect.DeepEqual(ns.Labels, tns.Labels) {
+				t.Errorf("namespace %v: labels differ once trimmed (an IPPool's namespaceSelector may name any)", ns.Labels)
+			}
 			if !reflect.DeepEqual(calicoOnly(ns.Annotations), calicoOnly(tns.Annotations)) {
 				t.Errorf("namespace %v: Calico's annotations differ once trimmed", ns.Annotations)
 			}

@@ -33,6 +33,37 @@ type Config struct {
 	Selectors         []capsel.Selector
 	ReserveTimeout    time.Duration // the agent's deadline for one reservation
 	DeletedPodMemory  time.Duration // how long the agent remembers a deleted pod for late DELs
+	ReturnAddress     ReturnMode    // whether a returning StatefulSet pod gets its reserved addresses back
+}
+
+// ReturnMode says where a StatefulSet pod that comes back gets the
+// addresses capo holds for it.
+type ReturnMode string
+
+const (
+	// ReturnSameNode: when it starts on the node that held them (the
+	// addresses come from that node's blocks).
+	ReturnSameNode ReturnMode = "sameNode"
+	// ReturnAnyNode: also on another node, borrowing from the first
+	// node's block, where Calico routes a borrowed address.
+	ReturnAnyNode ReturnMode = "anyNode"
+	// ReturnOff: never; the pod gets a fresh address, as Capo does.
+	ReturnOff ReturnMode = "off"
+)
+
+// UnmarshalJSON takes YAML's reading of an unquoted off (false) as off, so
+// "returnAddress: off" means what it says.
+func (m *ReturnMode) UnmarshalJSON(b []byte) error {
+	if string(b) == "false" {
+		*m = ReturnOff
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("returnAddress must be %s, %s or %s", ReturnSameNode, ReturnAnyNode, ReturnOff)
+	}
+	*m = ReturnMode(s)
+	return nil
 }
 
 // file is the on-disk form. Capo's controller-runtime keys are accepted and
@@ -47,6 +78,7 @@ type file struct {
 	PodSelectors      []metav1.LabelSelector `json:"podSelectors,omitempty"`
 	ReserveTimeout    *metav1.Duration       `json:"reserveTimeout,omitempty"`
 	DeletedPodMemory  *metav1.Duration       `json:"deletedPodMemory,omitempty"`
+	ReturnAddress     *ReturnMode            `json:"returnAddress,omitempty"`
 
 	Health                     json.RawMessage `json:"health,omitempty"`
 	Metrics                    json.RawMessage `json:"metrics,omitempty"`
@@ -91,6 +123,10 @@ func Parse(data []byte) (*Config, error) {
 		IPReleasePeriod:   dur(f.IPReleasePeriod, 5*time.Second),
 		ReserveTimeout:    dur(f.ReserveTimeout, 8*time.Second),
 		DeletedPodMemory:  dur(f.DeletedPodMemory, 30*time.Minute),
+		ReturnAddress:     ReturnSameNode,
+	}
+	if f.ReturnAddress != nil {
+		c.ReturnAddress = *f.ReturnAddress
 	}
 	if f.IPReserveMaxCount != nil {
 		c.IPReserveMaxCount = *f.IPReserveMaxCount
@@ -119,6 +155,11 @@ func (c *Config) validate() error {
 	}
 	if c.ReserveTimeout < 100*time.Millisecond || c.ReserveTimeout > time.Minute {
 		errs = append(errs, fmt.Errorf("reserveTimeout %s: must be between 100ms and 1m", c.ReserveTimeout))
+	}
+	switch c.ReturnAddress {
+	case ReturnSameNode, ReturnAnyNode, ReturnOff:
+	default:
+		errs = append(errs, fmt.Errorf("returnAddress %q: must be %s, %s or %s", c.ReturnAddress, ReturnSameNode, ReturnAnyNode, ReturnOff))
 	}
 	if c.DeletedPodMemory < time.Minute {
 		errs = append(errs, fmt.Errorf("deletedPodMemory %s: must be at least 1m", c.DeletedPodMemory))

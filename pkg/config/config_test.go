@@ -100,6 +100,21 @@ reserveTimeout: 2s
 	}
 }
 
+// A returning StatefulSet pod gets its address back on the node that held
+// it unless the config says otherwise; Capo's file leaves that default.
+func TestReturnAddress(t *testing.T) {
+	c, err := Parse([]byte(capoSample))
+	if err != nil || c.ReturnAddress != ReturnSameNode {
+		t.Fatalf("Capo's config: %v %v", c.ReturnAddress, err)
+	}
+	for _, m := range []ReturnMode{ReturnSameNode, ReturnAnyNode, ReturnOff} {
+		c, err := Parse([]byte("apiVersion: config.capo.io/v1\nkind: CapoConfig\nreturnAddress: " + string(m) + "\n"))
+		if err != nil || c.ReturnAddress != m {
+			t.Fatalf("%s: %v %v", m, c, err)
+		}
+	}
+}
+
 func TestInvalidConfigs(t *testing.T) {
 	head := "apiVersion: config.capo.io/v1\nkind: CapoConfig\n"
 	cases := []struct{ name, body, want string }{
@@ -113,6 +128,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"bad operator", head + "labelSelector:\n  matchExpressions:\n  - {key: a, operator: Near}\n", "matchExpressions[0]"},
 		{"empty pod selector", head + "podSelectors:\n- {}\n", "would select every pod"},
 		{"two errors", head + "ipReserveTime: 0s\nipReserveMaxCount: 0\n", "ipReserveMaxCount 0"},
+		{"return mode", head + "returnAddress: everywhere\n", `returnAddress "everywhere": must be sameNode, anyNode or off`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

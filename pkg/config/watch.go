@@ -67,7 +67,7 @@ func Watch(ctx context.Context, kube kubernetes.Interface, namespace, name strin
 		default:
 			h.Set(c)
 			slog.Info("config loaded", "configmap", namespace+"/"+name, "ipReserveTime", c.IPReserveTime,
-				"ipReserveMaxCount", c.IPReserveMaxCount, "ipReleasePeriod", c.IPReleasePeriod, "selectors", len(c.Selectors))
+				"ipReserveMaxCount", c.IPReserveMaxCount, "ipReleasePeriod", c.IPReleasePeriod, "selectors", len(c.Selectors), "returnAddress", c.ReturnAddress)
 		}
 		onLoad(err)
 	}

@@ -1,6 +1,7 @@
 package reserve
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,31 @@ type Entry struct {
 	OwnerKind string // the pod's controller, e.g. StatefulSet
 	OwnerName string
 	OwnerUID  string
+	// Sandbox is the torn-down sandbox's container ID, shortened
+	// (SandboxOf): it tells the allocation the reservation was made for
+	// from the one a returning pod got since. "" when not known (written
+	// by capo-controller for a lost node, or by an older capo).
+	Sandbox string
+}
+
+// sandboxDigits is how much of a container ID an entry keeps: enough that
+// two sandboxes of one pod never share it, little enough that the records
+// Calico reads on every ADD stay small.
+const sandboxDigits = 16
+
+// SandboxOf is a container ID as entries keep it.
+func SandboxOf(containerID string) string {
+	if len(containerID) > sandboxDigits {
+		return containerID[:sandboxDigits]
+	}
+	return containerID
+}
+
+// IsSandbox reports whether a Calico handle ("<network>.<container ID>")
+// is the sandbox the entry was reserved for. Unknown is no.
+func (e Entry) IsSandbox(handle string) bool {
+	i := strings.LastIndexByte(handle, '.')
+	return e.Sandbox != "" && i >= 0 && SandboxOf(handle[i+1:]) == e.Sandbox
 }
 
 // Ref names one reservation: an address held for a node.
@@ -69,6 +95,17 @@ func older(a, b Entry) bool {
 		return !a.ReservedAt.IsZero() // metadata beats none (a CIDR added by hand)
 	}
 	return a.ReservedAt.Before(b.ReservedAt)
+}
+
+// renews reports whether e, reserving an address already held as old, is a
+// later teardown of the same pod from another sandbox: the pod got the
+// address back, and lost it again before capo-controller ended the old
+// reservation. Then e replaces old, so that its age and its sandbox are
+// the latest teardown's. A DEL repeated for one sandbox (a retry, a replay)
+// renews nothing: the first timestamp stands.
+func renews(old, e Entry) bool {
+	return e.Sandbox != "" && old.Sandbox != "" && e.Sandbox != old.Sandbox &&
+		e.Namespace == old.Namespace && e.Pod == old.Pod && e.ReservedAt.After(old.ReservedAt)
 }
 
 // merge is the one entry two copies of a reservation stand for: the

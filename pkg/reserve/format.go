@@ -15,13 +15,16 @@ import (
 // JSON escaping (the Kubernetes datastore wraps annotations in JSON again).
 //
 // "z2:" (packed) and "v2;" (text) records carry the node and Seen, as
-// bucket objects hold many nodes. "z1:" and "v1;" are today's per-node
+// bucket objects hold many nodes; "v3;" records (packed as "z2:" too) add
+// the sandbox, and are written only when an entry has one, so objects
+// without are read by capo releases that predate it. "z1:" and "v1;" are today's per-node
 // objects, read for the migration. "retired" marks an object about to be
 // deleted: no writer may put anything in it (older agents fail to decode
 // it, which makes them journal instead of writing).
 const (
 	textV1      = "v1"
 	textV2      = "v2"
+	textV3      = "v3"
 	packedV1    = "z1:"
 	packedV2    = "z2:"
 	retiredMark = "retired"
@@ -29,11 +32,20 @@ const (
 	recordSep   = ";"
 	fieldsV1    = 9
 	fieldsV2    = 11
+	fieldsV3    = 12
 )
 
-// record is an entry in v2 text. Zero times are empty fields; Seen is
-// seconds after ReservedAt when both are set (a few digits, not ten).
+// record is an entry in v2 text, or v3 with its sandbox. Zero times are
+// empty fields; Seen is seconds after ReservedAt when both are set (a few
+// digits, not ten).
 func record(e Entry) string {
+	if e.Sandbox != "" {
+		return recordV2(e) + fieldSep + e.Sandbox
+	}
+	return recordV2(e)
+}
+
+func recordV2(e Entry) string {
 	seen := unixText(e.Seen)
 	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
 		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
@@ -73,6 +85,13 @@ func parseRecord(version, s string) (Entry, error) {
 		// ip ns pod poduid reason reservedAt kind name uid -> the v2 order
 		f = []string{f[0], "", f[1], f[2], f[3], f[4], f[5], "", f[6], f[7], f[8]}
 	}
+	var sandbox string
+	if version == textV3 {
+		if len(f) != fieldsV3 {
+			return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV3)
+		}
+		sandbox, f = f[fieldsV3-1], f[:fieldsV2]
+	}
 	if len(f) != fieldsV2 {
 		return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV2)
 	}
@@ -92,17 +111,28 @@ func parseRecord(version, s string) (Entry, error) {
 	}
 	return Entry{
 		IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
-		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10],
+		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10], Sandbox: sandbox,
 	}, nil
 }
 
 // encodeRecords renders entries, in the order given, as a packed v2
-// annotation.
+// annotation, or v3 when one has a sandbox: every record then has its
+// sandbox field, empty where unknown.
 func encodeRecords(entries []Entry) string {
-	parts := make([]string, 0, len(entries)+1)
-	parts = append(parts, textV2)
+	version := textV2
 	for _, e := range entries {
-		parts = append(parts, record(e))
+		if e.Sandbox != "" {
+			version = textV3
+		}
+	}
+	parts := make([]string, 0, len(entries)+1)
+	parts = append(parts, version)
+	for _, e := range entries {
+		r := record(e)
+		if version == textV3 && e.Sandbox == "" {
+			r += fieldSep
+		}
+		parts = append(parts, r)
 	}
 	return packedV2 + pack(strings.Join(parts, recordSep))
 }
@@ -137,7 +167,7 @@ func parseRecords(ann string) (entries []Entry, retired bool, err error) {
 		ann = text
 	}
 	parts := strings.Split(ann, recordSep)
-	if parts[0] != textV1 && parts[0] != textV2 {
+	if parts[0] != textV1 && parts[0] != textV2 && parts[0] != textV3 {
 		return nil, false, fmt.Errorf("annotation %s has unknown format %.10q", MetadataAnnotation, parts[0])
 	}
 	for _, p := range parts[1:] {

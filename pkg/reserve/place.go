@@ -42,7 +42,8 @@ type Placement struct {
 // room, the head first, and makes new objects when all are full: first the
 // ones the head lists but that do not exist, then new numbers, listed in
 // the head. With refresh (the migration), an entry already held takes the
-// older metadata and first timestamp of the two.
+// older metadata and first timestamp of the two. A later teardown of the
+// same pod from another sandbox replaces the entry held (see renews).
 func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*Placement, error) {
 	pl := &placer{b: b, l: l, refresh: refresh, p: &Placement{}, dirty: map[*Contents]bool{}, created: map[*Contents]bool{}, adds: map[*Contents][]string{}}
 	for _, e := range entries {
@@ -77,7 +78,12 @@ type placer struct {
 
 func (pl *placer) place(e Entry) error {
 	if holder := pl.b.holder(e.IP); holder != nil {
-		if m := merge(holder.Entries[e.IP], e); pl.refresh && holder.Writable() && !m.same(holder.Entries[e.IP]) {
+		held := holder.Entries[e.IP]
+		switch m := merge(held, e); {
+		case holder.Writable() && renews(held, e):
+			holder.add(e)
+			pl.dirty[holder] = true
+		case pl.refresh && holder.Writable() && !m.same(held):
 			holder.add(m)
 			pl.dirty[holder] = true
 		}

@@ -48,6 +48,11 @@ func (c *Client) IPAMAnnotations(ctx context.Context, pod PodRef) (*AnnotationsR
 	return &out, nil
 }
 
+// ReportReturn tells the agent how an offer of reserved addresses ended.
+func (c *Client) ReportReturn(ctx context.Context, o *ReturnOutcome) error {
+	return c.call(ctx, ReturnOutcomePath, o, &struct{}{})
+}
+
 // call posts in as JSON to path and decodes the answer into out.
 func (c *Client) call(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)

@@ -13,6 +13,10 @@ const ReservePath = "/v1/reserve"
 // caches, so capo-ipam's ADD need not read them from the API server.
 const AnnotationsPath = "/v1/ipam-annotations"
 
+// ReturnOutcomePath is where capo-ipam tells the agent how an offer of
+// reserved addresses ended: given back, or refused by calico-ipam.
+const ReturnOutcomePath = "/v1/return-outcome"
+
 // MaxBodyBytes bounds every body either side reads.
 const MaxBodyBytes = 64 << 10
 
@@ -84,4 +88,36 @@ type AnnotationsResponse struct {
 	Namespace map[string]string `json:"namespace,omitempty"`
 	Pod       map[string]string `json:"pod,omitempty"`
 	Decision  *Decision         `json:"decision,omitempty"`
+	// Return is set for a pod that may get reserved addresses back.
+	Return *Return `json:"return,omitempty"`
 }
+
+// Return is the agent's answer for a returning StatefulSet pod: the
+// addresses capo holds for it to request from the delegate, or why they
+// are not offered.
+type Return struct {
+	// IPs, one per family, are to be requested all together or not at all.
+	IPs []string `json:"ips,omitempty"`
+	// Held are the addresses held for the pod when they are not offered;
+	// Reason (a bounded word) and Why (a sentence) say why.
+	Held   []string `json:"held,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	Why    string   `json:"why,omitempty"`
+}
+
+// ReturnOutcome tells the agent how an offer ended: Returned (the pod has
+// the addresses: their reservations end) or FellBack (calico-ipam would
+// not assign them, the pod got fresh ones and the reservations stay).
+type ReturnOutcome struct {
+	Pod     PodRef   `json:"pod"`
+	IPs     []string `json:"ips"`
+	Outcome string   `json:"outcome"`
+	Reason  string   `json:"reason,omitempty"`
+	Why     string   `json:"why,omitempty"`
+}
+
+// Outcomes of an offer.
+const (
+	Returned = "returned"
+	FellBack = "fell-back"
+)

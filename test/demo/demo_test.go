@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -25,6 +26,8 @@ type node struct {
 	env    *testbed.Env
 	list   []byte
 	redis3 *testbed.Sandbox
+	redis5 *testbed.Sandbox
+	set    []testbed.PodOption // how a redis pod is created
 }
 
 func TestDemo(t *testing.T) {
@@ -40,45 +43,69 @@ func TestDemo(t *testing.T) {
 		{label: "plain Calico", env: plainEnv, list: plainEnv.Conflist(testbed.PlainCalico)},
 	}
 	for _, n := range nodes {
-		redis := n.env.AddPods("redis", 8, n.list, testbed.OwnedBy(n.env.CreateStatefulSet("redis", 8)))
+		n.set = []testbed.PodOption{testbed.OwnedBy(n.env.CreateStatefulSet("redis", 8))}
+		redis := n.env.AddPods("redis", 8, n.list, n.set...)
 		n.env.AddPods("web", 8, n.list, testbed.WithLabels(map[string]string{"app": "web"}))
-		n.redis3 = redis[3]
-		say("  %-22s %s  pool %s  redis-3 has %s", n.label, n.env.Node, n.env.Pool, n.redis3.IP())
+		n.redis3, n.redis5 = redis[3], redis[5]
+		say("  %-22s %s  pool %s  redis-3 has %s, redis-5 %s", n.label, n.env.Node, n.env.Pool, n.redis3.IP(), n.redis5.IP())
 	}
 
-	say("\n1. The kubelet evicts redis-3 under memory pressure: the pod object stays (Failed/Evicted), no API")
-	say("   delete happens, and the runtime tears the sandbox down with a CNI DEL. An admission webhook never sees this.")
+	say("\n1. The kubelet evicts redis-3 and redis-5 under memory pressure: the pod objects stay (Failed/Evicted), no API")
+	say("   delete happens, and the runtime tears the sandboxes down with a CNI DEL. An admission webhook never sees this.")
 	for _, n := range nodes {
-		n.env.Evict(n.redis3.Pod.Name)
-		if err := n.redis3.Del(ctx); err != nil {
-			t.Fatalf("%s: DEL: %v", n.label, err)
+		for _, sb := range []*testbed.Sandbox{n.redis3, n.redis5} {
+			n.env.Evict(sb.Pod.Name)
+			if err := sb.Del(ctx); err != nil {
+				t.Fatalf("%s: DEL: %v", n.label, err)
+			}
 		}
 	}
-	r, ok := capoEnv.Reservations()[nodes[0].redis3.IP()]
-	if !ok {
-		t.Fatalf("capo did not reserve %s", nodes[0].redis3.IP())
+	held := capoEnv.Reservations()
+	r3, ok3 := held[nodes[0].redis3.IP()]
+	r, ok := held[nodes[0].redis5.IP()]
+	if !ok || !ok3 {
+		t.Fatalf("capo did not reserve %s and %s: %v", nodes[0].redis3.IP(), nodes[0].redis5.IP(), held)
 	}
-	say("   %-22s %s reserved: pod %s/%s, owner %s/%s, reason %s, at %s", nodes[0].label, r.IP, r.Namespace, r.Pod, r.OwnerKind, r.OwnerName, r.Reason, r.ReservedAt.Format("15:04:05"))
-	say("   %-22s %s released and free", nodes[1].label, nodes[1].redis3.IP())
+	for _, e := range []reserve.Entry{r3, r} {
+		say("   %-22s %s reserved: pod %s/%s, owner %s/%s, reason %s, at %s", nodes[0].label, e.IP, e.Namespace, e.Pod, e.OwnerKind, e.OwnerName, e.Reason, e.ReservedAt.Format("15:04:05"))
+	}
+	say("   %-22s %s and %s released and free", nodes[1].label, nodes[1].redis3.IP(), nodes[1].redis5.IP())
 
-	say("\n2. A new web pod starts on each node; the only free address is redis-3's old one.")
+	say("\n2. A new web pod starts on each node; the only free addresses are redis-3's and redis-5's old ones.")
 	var verdict []string
 	for _, n := range nodes {
 		sb := n.env.NewSandbox(n.env.CreatePod("web-new", testbed.WithLabels(map[string]string{"app": "web"})), n.list)
 		err := sb.Add(ctx)
 		switch {
 		case err != nil && n.env == capoEnv:
-			say("   %-22s web-new waits: %s is held for redis-3 (%s)", n.label, n.redis3.IP(), short(err))
-			verdict = append(verdict, "capo kept "+n.redis3.IP()+" out of reuse")
-		case err == nil && sb.IP() == n.redis3.IP():
-			say("   %-22s web-new got %s: redis-3's clients now reconnect to a web pod", n.label, sb.IP())
+			say("   %-22s web-new waits: %s and %s are held for redis-3 and redis-5 (%s)", n.label, n.redis3.IP(), n.redis5.IP(), short(err))
+			verdict = append(verdict, "capo kept "+n.redis3.IP()+" and "+n.redis5.IP()+" out of reuse")
+		case err == nil && (sb.IP() == n.redis3.IP() || sb.IP() == n.redis5.IP()):
+			say("   %-22s web-new got %s: redis clients of the evicted pod now reconnect to a web pod", n.label, sb.IP())
 			verdict = append(verdict, "plain Calico handed "+sb.IP()+" to the next pod at once")
 		default:
 			t.Fatalf("%s: unexpected: ip %q err %v", n.label, sb.IP(), err)
 		}
 	}
 
-	say("\n3. capo-controller releases the reservation when its TTL (here 8s) has passed; the address is")
+	say("\n3. The StatefulSet brings redis-3 back (a new pod object under the same name, on the same node).")
+	for _, n := range nodes {
+		n.env.DeletePod("redis-3", 0)
+		back := n.env.NewSandbox(n.env.CreatePod("redis-3", n.set...), n.list)
+		err := back.Add(ctx)
+		switch {
+		case n.env == capoEnv && err == nil && back.IP() == n.redis3.IP():
+			testbed.Eventually(t, 10*time.Second, "redis-3's reservation ends", func() bool { _, held := capoEnv.Reservations()[n.redis3.IP()]; return !held })
+			say("   %-22s redis-3 got its own %s back: its peers find it where they left it; the reservation ended (returned)", n.label, back.IP())
+		case n.env == plainEnv && err == nil:
+			say("   %-22s redis-3 got %s, whatever was free: its peers must be told the new address", n.label, back.IP())
+			verdict = append(verdict, "plain Calico gave the returning redis-3 "+back.IP())
+		default:
+			t.Fatalf("%s: redis-3 came back with ip %q err %v", n.label, back.IP(), err)
+		}
+	}
+
+	say("\n4. capo-controller releases the reservation when its TTL (here 8s) has passed; the address is")
 	say("   allocatable again.")
 	c := capoEnv.StartController("demo")
 	testbed.Eventually(t, 30*time.Second, "the controller releases the reservation", func() bool {
@@ -92,7 +119,7 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("after release: ip %q err %v", later.IP(), err)
 	}
 	say("   %-22s web-later got %s", nodes[0].label, later.IP())
-	say("\nverdict: %s after a kubelet eviction; %s. PASS", verdict[0], verdict[1])
+	say("\nverdict: %s after a kubelet eviction and gave redis-3 its own address back; %s; %s. PASS", verdict[0], verdict[1], verdict[2])
 }
 
 func short(err error) string {

@@ -54,6 +54,7 @@ func TestKubeletEvictionIsReservedWherePlainCalicoReuses(t *testing.T) {
 		want := reserve.Entry{
 			IP: victim.IP(), Node: env.Node, Namespace: env.Namespace, Pod: victim.Pod.Name, PodUID: string(victim.Pod.UID),
 			Reason: reserve.ReasonCNIDel, ReservedAt: r.ReservedAt, OwnerKind: "StatefulSet", OwnerName: "redis", OwnerUID: "uid-StatefulSet-redis",
+			Sandbox: reserve.SandboxOf(victim.ContainerID),
 		}
 		if r != want || time.Since(r.ReservedAt) > time.Minute {
 			t.Fatalf("reservation %+v\nwant %+v", r, want)

@@ -15,9 +15,10 @@ import (
 // The pod's pause process killed: the kubelet sees the sandbox die and
 // makes a new one under the same pod (SandboxChanged), with a CNI DEL of
 // the old sandbox and an ADD of the new. No API call, no eviction, the pod
-// keeps running: capo reserves the old address and leaves the new one
-// allocated to the new sandbox.
-func TestSandboxRecreationReservesTheOldAddress(t *testing.T) {
+// keeps running: capo reserves the old address on the DEL and, the pod
+// being the same (same UID), gives it back on the ADD (returnAddress
+// sameNode, the default); the reservation then ends.
+func TestSandboxRecreationKeepsTheAddress(t *testing.T) {
 	ctx := context.Background()
 	pool, cidr := bed.NewPool(t, 29)
 	ns := bed.Namespace(t, "sandbox", pool, true)
@@ -30,27 +31,30 @@ func TestSandboxRecreationReservesTheOldAddress(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d (the pause process of %s): %v", pid, pod.Name, err)
 	}
-	nodebed.Eventually(t, 60*time.Second, "a new sandbox with a new address under the same pod", func() error {
+	nodebed.Eventually(t, 60*time.Second, "a new sandbox under the same pod", func() error {
 		now := bed.Pod(ns, "zk-0")
 		if now == nil || now.UID != pod.UID {
 			return fmt.Errorf("zk-0 is not the same pod any more: the sandbox must be re-created under it")
 		}
-		if now.Annotations["cni.projectcalico.org/containerID"] == oldSandbox || now.Status.PodIP == "" || now.Status.PodIP == oldIP {
+		if now.Annotations["cni.projectcalico.org/containerID"] == oldSandbox || now.Status.PodIP == "" {
 			return fmt.Errorf("zk-0 still on sandbox %.12s, address %q", now.Annotations["cni.projectcalico.org/containerID"], now.Status.PodIP)
 		}
 		pod = now
 		return nil
 	})
-	nodebed.Eventually(t, 30*time.Second, "the old sandbox's address held", func() error { return bed.Held(ctx, cidr, oldIP, pod) })
-	if err := bed.AllocatedTo(ctx, cidr, pod.Status.PodIP, pod); err != nil {
-		t.Fatalf("the new sandbox's address: %v", err)
+	if pod.Status.PodIP != oldIP {
+		t.Fatalf("the new sandbox got %s, want the pod's own %s back", pod.Status.PodIP, oldIP)
 	}
-	found := false
+	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
+		return bed.AllocatedTo(ctx, cidr, oldIP, pod)
+	})
+	var changed, returned bool
 	for _, ev := range bed.PodEvents(ns, string(pod.UID)) {
-		found = found || strings.HasPrefix(ev, "SandboxChanged")
+		changed = changed || strings.HasPrefix(ev, "SandboxChanged")
+		returned = returned || strings.HasPrefix(ev, "AddressReturned")
 	}
-	if !found {
-		t.Fatalf("no SandboxChanged event on zk-0: %v", bed.PodEvents(ns, string(pod.UID)))
+	if !changed || !returned {
+		t.Fatalf("want SandboxChanged and AddressReturned events on zk-0: %v", bed.PodEvents(ns, string(pod.UID)))
 	}
 }
 

@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/reservetest"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// A teardown that reserves a returned address again before the agent has
+// ended its reservation keeps it: the address is about to be freed.
+func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
+	for _, teardownFirst := range []bool{false, true} {
+		ctx := context.Background()
+		store := reservetest.NewStore(reserve.DefaultLimits)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
+		e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
+		if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+		r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+		r.expect([]string{"10.0.0.3"})
+		if teardownFirst {
+			r.guard([]string{"10.0.0.3"})() // the DEL's reservation write
+		}
+		r.returned(ctx, pod, wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned})
+		held, err := store.ListNode(ctx, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Without a teardown since, the return ends the reservation.
+		if want := map[bool]int{false: 0, true: 1}[teardownFirst]; len(held) != want {
+			t.Fatalf("teardown first %v: %d held, want %d: %v", teardownFirst, len(held), want, held)
+		}
+	}
+}
+
+// The index answers a returning pod's ADD without a read: entries being
+// written (no node yet) are this node's, and a pod finds its own only.
+func TestHeldIndex(t *testing.T) {
+	h := newHeldIndex("n1")
+	h.add([]reserve.Entry{{IP: "FD00::3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-1", OwnerUID: "set-1"}})
+	yes := true
+	pod := func(uid, set string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "redis-3", UID: types.UID(uid),
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: types.UID(set), Controller: &yes}},
+		}}
+	}
+	if !h.has(pod("pod-2", "set-1")) || !h.has(pod("pod-1", "set-9")) || h.has(pod("pod-2", "set-2")) {
+		t.Fatal("identity: the same set's member or the same pod, nobody else")
+	}
+	if es := h.entries(); len(es) != 1 || es[0].Node != "n1" || es[0].IP != "fd00::3" {
+		t.Fatalf("entries %+v", es)
+	}
+	h.remove([]string{"fd00::3"})
+	if h.has(pod("pod-1", "set-1")) {
+		t.Fatal("an ended reservation is still indexed")
+	}
+}

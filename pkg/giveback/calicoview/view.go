@@ -1,0 +1,150 @@
+// Package calicoview reads from Calico's datastore what giveback.Check
+// decides on: the pools, the node, IPAM's strict affinity, felix's route
+// programming and who holds each address. capo-agent reads it on a
+// returning pod's ADD, capoctl explain to tell an operator.
+package calicoview
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/giveback"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// View is Calico as seen from the node a pod starts on.
+type View struct {
+	node           *libapiv3.Node
+	pools          []apiv3.IPPool
+	strictAffinity bool
+	clusterRoutes  bool
+	holders        map[string]*calicoipam.Holder
+}
+
+// Read reads what deciding about entries on node takes: the pools and the
+// Calico Node always; IPAM's and felix's settings only if an entry is of
+// another node (a borrowed address); who holds each address. The reads go
+// out together: they sit on a pod's ADD.
+func Read(ctx context.Context, c clientv3.Interface, node string, entries []reserve.Entry) (*View, error) {
+	v := &View{holders: map[string]*calicoipam.Holder{}}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if v.node, err = c.Nodes().Get(ctx, node, options.GetOptions{}); err != nil {
+			return fmt.Errorf("reading Calico node %s: %w", node, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		pools, err := c.IPPools().List(ctx, options.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing IP pools: %w", err)
+		}
+		v.pools = pools.Items
+		return nil
+	})
+	if slices.ContainsFunc(entries, func(e reserve.Entry) bool { return e.Node != node }) {
+		g.Go(func() error { return v.readRouting(ctx, c) })
+	}
+	holders := make([]*calicoipam.Holder, len(entries))
+	for i, e := range entries {
+		addr, err := netip.ParseAddr(e.IP)
+		if err != nil {
+			continue
+		}
+		g.Go(func() (err error) {
+			holders[i], err = calicoipam.Who(ctx, c.IPAM(), addr)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		v.holders[e.IP] = holders[i]
+	}
+	return v, nil
+}
+
+func (v *View) readRouting(ctx context.Context, c clientv3.Interface) error {
+	cfg, err := c.IPAM().GetIPAMConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("reading IPAM's configuration: %w", err)
+	}
+	v.strictAffinity = cfg.StrictAffinity
+	fc, err := c.FelixConfigurations().Get(ctx, "default", options.GetOptions{})
+	if err != nil && !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
+		return fmt.Errorf("reading FelixConfiguration default: %w", err)
+	}
+	v.clusterRoutes = fc != nil && fc.Spec.ProgramClusterRoutes != nil && *fc.Spec.ProgramClusterRoutes == "Enabled"
+	return nil
+}
+
+// Facts are the view's facts about e for a pod of namespace ns, whose
+// Calico pool annotations (the pod's, else its namespace's) podAnn and
+// nsAnn are.
+func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]string) giveback.Facts {
+	f := giveback.Facts{
+		Node: v.node.Name, Holder: v.holders[e.IP], StrictAffinity: v.strictAffinity, ClusterRoutes: v.clusterRoutes,
+		NodeBGP: v.node.Spec.BGP != nil,
+	}
+	addr, err := netip.ParseAddr(e.IP)
+	if err != nil {
+		return f
+	}
+	key := "cni.projectcalico.org/ipv4pools"
+	if addr.Is6() {
+		key = "cni.projectcalico.org/ipv6pools"
+	}
+	f.Requested = requested(podAnn[key])
+	if f.Requested == nil && ns != nil {
+		f.Requested = requested(ns.Annotations[key])
+	}
+	for _, p := range v.pools {
+		if pfx, err := netip.ParsePrefix(p.Spec.CIDR); err == nil && pfx.Contains(addr) {
+			f.Pool = v.pool(p, ns)
+			break
+		}
+	}
+	return f
+}
+
+func (v *View) pool(p apiv3.IPPool, ns *corev1.Namespace) *giveback.Pool {
+	onNode, err := ipam.SelectsNode(p, *v.node)
+	onNode = onNode && err == nil
+	forNS, err := ipam.SelectsNamespace(p, ns)
+	forNS = forNS && err == nil
+	return &giveback.Pool{
+		Name: p.Name, CIDR: p.Spec.CIDR, Disabled: p.Spec.Disabled,
+		Workloads:   len(p.Spec.AllowedUses) == 0 || slices.Contains(p.Spec.AllowedUses, apiv3.IPPoolAllowedUseWorkload),
+		SelectsNode: onNode, SelectsNamespace: forNS,
+		VXLAN:            p.Spec.VXLANMode == apiv3.VXLANModeAlways || p.Spec.VXLANMode == apiv3.VXLANModeCrossSubnet,
+		DisableBGPExport: p.Spec.DisableBGPExport,
+	}
+}
+
+// requested reads a Calico pool annotation; nil when there is none or it
+// does not parse (the ADD itself then fails on it, as under calico-ipam).
+func requested(v string) []string {
+	if v == "" {
+		return nil
+	}
+	var l []string
+	if json.Unmarshal([]byte(v), &l) != nil {
+		return nil
+	}
+	return l
+}

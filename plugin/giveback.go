@@ -1,0 +1,181 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/types/create"
+
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// Requester is a delegate that can be asked for one given address, as the
+// calico plugin asks calico-ipam for an ipAddrs address: CNI_ARGS gains
+// IP=<address> (calico-ipam reads one address there, ipamArgs in
+// cni-plugin/pkg/ipamplugin/ipam_plugin.go, and assigns it with AssignIP,
+// which ignores IPReservations).
+type Requester interface {
+	Request(ctx context.Context, conf *NetConf, cniArgs, ip string) ([]byte, error)
+}
+
+var _ Requester = (*ExecDelegate)(nil)
+
+// Request runs the delegate's ADD with IP=ip appended to cniArgs.
+func (d *ExecDelegate) Request(ctx context.Context, conf *NetConf, cniArgs, ip string) ([]byte, error) {
+	args := "IP=" + ip
+	if cniArgs != "" {
+		args = cniArgs + ";" + args
+	}
+	e := *d
+	e.Env = withEnv(d.Env, "CNI_ARGS", args)
+	return e.Invoke(ctx, "ADD", conf)
+}
+
+// Reasons capo-ipam reports, giveback.Families and giveback.Refused by
+// value: importing giveback would link Kubernetes' and Calico's packages
+// into capo-ipam, and every call would pay for their start-up.
+const (
+	reasonFamilies = "families"
+	reasonRefused  = "refused"
+)
+
+// Reporter tells the agent how a return ended.
+type Reporter interface {
+	ReportReturn(ctx context.Context, o *wire.ReturnOutcome) error
+}
+
+// returnAdd is the ADD of a pod the agent offered addresses to: each
+// requested from the delegate, all of them or none. If the delegate
+// refuses one, what it assigned is released and the pod gets an ordinary
+// ADD with fresh addresses; the reservation stays, and the agent hears why.
+func returnAdd(ctx context.Context, args, podName string, conf *NetConf, d Delegate, rep Reporter, pod wire.PodRef, ret *wire.Return) ([]byte, error) {
+	r, ok := d.(Requester)
+	if ret == nil || len(ret.IPs) == 0 || !ok {
+		return d.Invoke(ctx, "ADD", conf)
+	}
+	if want, got := families(conf.IPAM.Delegate), familiesOf(ret.IPs); want != got {
+		why := fmt.Sprintf("capo holds %s for the pod, which is given %s", got, want)
+		slog.Info("a returning pod gets fresh addresses: the families held are not the pod's", "pod", podName, "ips", ret.IPs, "why", why)
+		report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: reasonFamilies, Why: why})
+		return d.Invoke(ctx, "ADD", conf)
+	}
+	out, assigned, err := requestAll(ctx, r, conf, args, ret.IPs)
+	if err == nil {
+		slog.Info("gave a returning pod its addresses back", "pod", podName, "ips", ret.IPs)
+		report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.Returned})
+		return out, nil
+	}
+	why := fmt.Sprintf("calico-ipam would not assign %s: %v", strings.Join(ret.IPs, " and "), err)
+	slog.Warn("a returning pod gets fresh addresses instead of its own", "pod", podName, "ips", ret.IPs, "err", err)
+	if assigned > 0 { // one family came back, the other not: neither does
+		if _, derr := d.Invoke(ctx, "DEL", conf); derr != nil {
+			slog.Warn("releasing what the refused request assigned", "err", derr)
+		}
+	}
+	report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: reasonRefused, Why: why})
+	return d.Invoke(ctx, "ADD", conf)
+}
+
+// families are what calico-ipam assigns under its ipam block: IPv4 unless
+// assign_ipv4 is "false", IPv6 if assign_ipv6 is "true" (ipam_plugin.go).
+func families(delegate json.RawMessage) string {
+	var c struct {
+		V4 *string `json:"assign_ipv4"`
+		V6 *string `json:"assign_ipv6"`
+	}
+	_ = json.Unmarshal(delegate, &c)
+	return family(c.V4 == nil || *c.V4 != "false", c.V6 != nil && *c.V6 == "true")
+}
+
+func familiesOf(ips []string) string {
+	var v4, v6 bool
+	for _, ip := range ips {
+		if strings.Contains(ip, ":") {
+			v6 = true
+		} else {
+			v4 = true
+		}
+	}
+	return family(v4, v6)
+}
+
+func family(v4, v6 bool) string {
+	switch {
+	case v4 && v6:
+		return "IPv4 and IPv6"
+	case v6:
+		return "IPv6"
+	case v4:
+		return "IPv4"
+	}
+	return "no address"
+}
+
+// requestAll asks for each address under one handle and merges the
+// results into one of conf's CNI version, as the calico plugin does for
+// ipAddrs (ipAddrsResult in cni-plugin/pkg/k8s/k8s.go). assigned counts
+// the addresses the delegate assigned, also when a later one failed.
+func requestAll(ctx context.Context, r Requester, conf *NetConf, args string, ips []string) (out []byte, assigned int, err error) {
+	if len(ips) == 1 {
+		out, err = r.Request(ctx, conf, args, ips[0])
+		return out, 0, err
+	}
+	merged := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	for _, ip := range ips {
+		out, err := r.Request(ctx, conf, args, ip)
+		if err != nil {
+			return nil, assigned, err
+		}
+		assigned++
+		res, err := parseResult(conf.CNIVersion, out)
+		if err != nil {
+			return nil, assigned, err
+		}
+		merged.IPs = append(merged.IPs, res.IPs...)
+		merged.Routes = append(merged.Routes, res.Routes...)
+	}
+	out, err = encodeResult(merged, conf.CNIVersion)
+	return out, assigned, err
+}
+
+func parseResult(cniVersion string, out []byte) (*current.Result, error) {
+	if cniVersion == "" {
+		cniVersion = "0.1.0"
+	}
+	r, err := create.Create(cniVersion, out)
+	if err != nil {
+		return nil, fmt.Errorf("reading the delegate's result: %w", err)
+	}
+	return current.NewResultFromResult(r)
+}
+
+func encodeResult(r *current.Result, cniVersion string) ([]byte, error) {
+	if cniVersion == "" {
+		cniVersion = "0.1.0"
+	}
+	var res types.Result = r
+	res, err := res.GetAsVersion(cniVersion)
+	if err != nil {
+		return nil, fmt.Errorf("converting the merged result to CNI %s: %w", cniVersion, err)
+	}
+	return json.Marshal(res)
+}
+
+// report tells the agent, briefly: the pod is up either way, and an
+// unheard report only leaves a reservation to end as any other does.
+func report(rep Reporter, o *wire.ReturnOutcome) {
+	if rep == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := rep.ReportReturn(ctx, o); err != nil {
+		slog.Warn("could not tell the agent how a return ended", "outcome", o.Outcome, "err", err)
+	}
+}
