@@ -10,12 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/test/nodebed"
+	"github.com/capo-net/capo/test/testbed"
 )
 
 // `kubectl delete pod` and `kubectl drain` (the Eviction API) take a
 // StatefulSet pod away through the API server: the kubelet tears its
-// sandbox down, capo reserves its address, and the pod that replaces it
-// gets another.
+// sandbox down, capo reserves its address, and the StatefulSet's new pod of
+// the same name gets that address back (returnAddress: sameNode, the
+// default), allocated to it and no longer reserved.
 func TestKubectlDeleteAndDrainReserve(t *testing.T) {
 	ctx := context.Background()
 	pool, cidr := bed.NewPool(t, 28)
@@ -26,14 +28,16 @@ func TestKubectlDeleteAndDrainReserve(t *testing.T) {
 
 	t.Run("kubectl delete pod", func(t *testing.T) {
 		old := pods["kafka-0"]
+		returns := agentMetric(t, returnsMetric, returnedOutcome)
 		if _, err := bed.Kubectl(ctx, "-n", ns, "delete", "pod", old.Name, "--timeout=90s"); err != nil {
 			t.Fatal(err)
 		}
-		nodebed.Eventually(t, 30*time.Second, "kafka-0's old address held", func() error { return bed.Held(ctx, cidr, old.Status.PodIP, old) })
-		replaced(t, ns, old, cidr)
+		heldOrReturned(t, cidr, old, returns)
+		returned(t, ns, old, cidr)
 	})
 	t.Run("kubectl drain", func(t *testing.T) {
 		old := pods["kafka-1"]
+		returns := agentMetric(t, returnsMetric, returnedOutcome)
 		t.Cleanup(func() {
 			if _, err := bed.Kubectl(ctx, "uncordon", bed.NodeName); err != nil {
 				t.Error(err)
@@ -45,17 +49,38 @@ func TestKubectlDeleteAndDrainReserve(t *testing.T) {
 			"--ignore-daemonsets", "--timeout=90s"); err != nil {
 			t.Fatal(err)
 		}
-		nodebed.Eventually(t, 30*time.Second, "kafka-1's old address held", func() error { return bed.Held(ctx, cidr, old.Status.PodIP, old) })
+		heldOrReturned(t, cidr, old, returns)
 		if _, err := bed.Kubectl(ctx, "uncordon", bed.NodeName); err != nil {
 			t.Fatal(err)
 		}
-		replaced(t, ns, old, cidr)
+		returned(t, ns, old, cidr)
 	})
 }
 
-// replaced waits for the StatefulSet's new pod of old's name and checks it
-// got a different address, allocated to it, while old's stays held.
-func replaced(t *testing.T, ns string, old *corev1.Pod, cidr *net.IPNet) {
+const (
+	returnsMetric   = "capo_agent_address_returns_total"
+	returnedOutcome = `outcome="returned"`
+)
+
+// heldOrReturned waits until old's address is reserved for it, or has
+// already been given back to its successor: the agent counts a return only
+// of an address it found reserved, so either way the teardown reserved it.
+func heldOrReturned(t *testing.T, cidr *net.IPNet, old *corev1.Pod, returnsBefore float64) {
+	t.Helper()
+	nodebed.Eventually(t, 30*time.Second, old.Name+"'s old address held", func() error {
+		err := bed.Held(context.Background(), cidr, old.Status.PodIP, old)
+		if err != nil {
+			if text, merr := nodebed.AgentMetrics(); merr == nil && testbed.SumMetric(text, returnsMetric, returnedOutcome) > returnsBefore {
+				return nil
+			}
+		}
+		return err
+	})
+}
+
+// returned waits for the StatefulSet's new pod of old's name and checks it
+// got old's address back: allocated to it, its reservation gone.
+func returned(t *testing.T, ns string, old *corev1.Pod, cidr *net.IPNet) {
 	t.Helper()
 	var now *corev1.Pod
 	nodebed.Eventually(t, 90*time.Second, "the replacement "+old.Name, func() error {
@@ -65,14 +90,18 @@ func replaced(t *testing.T, ns string, old *corev1.Pod, cidr *net.IPNet) {
 		}
 		return nil
 	})
-	if now.Status.PodIP == old.Status.PodIP {
-		t.Fatalf("the new %s got the old pod's address %s", old.Name, old.Status.PodIP)
+	if now.Status.PodIP != old.Status.PodIP {
+		t.Fatalf("the new %s got %s, not its own address %s back", old.Name, now.Status.PodIP, old.Status.PodIP)
 	}
 	ctx := context.Background()
 	if err := bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := bed.Held(ctx, cidr, old.Status.PodIP, old); err != nil {
-		t.Fatal(err)
-	}
+	nodebed.Eventually(t, 30*time.Second, old.Status.PodIP+"'s reservation ended as returned", func() error {
+		reserved, err := bed.Reserved(ctx)
+		if err == nil && reserved[old.Status.PodIP] {
+			err = fmt.Errorf("%s still reserved", old.Status.PodIP)
+		}
+		return err
+	})
 }

@@ -22,7 +22,10 @@ const victimMiB = 1024
 // A real kubelet node-pressure eviction of a StatefulSet pod on a full
 // pool: the kubelet evicts the pod (no API call), containerd runs the CNI
 // DEL, capo reserves the address, and the StatefulSet's new pod does not
-// get it. Both ways an eviction ends, by the container's exit status.
+// get it. Both ways an eviction ends, by the container's exit status. The
+// StatefulSet opts out of getting its address back: a returning redis-1
+// would take its 1 GiB again under the same pressure (sandbox_test.go and
+// apidelete_test.go prove the return on this node).
 func TestKubeletEvictionReserves(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -55,7 +58,7 @@ func evictionCase(t *testing.T, exitCode int, outcome func(*corev1.Pod) error) {
 	ns := bed.Namespace(t, fmt.Sprintf("evict-%d", exitCode), pool, true)
 	bed.OptIn(t)
 	h := bed.WatchPods(t, ns)
-	bed.StatefulSet(t, ns, "redis", 4, nodebed.Workload{ExitOnTerm: exitCode, AllocMiB: victimMiB, AllocOn: "redis-1", Request: "32Mi"})
+	bed.StatefulSet(t, ns, "redis", 4, nodebed.Workload{ExitOnTerm: exitCode, AllocMiB: victimMiB, AllocOn: "redis-1", Request: "32Mi", NoReturn: true})
 	bed.Deployment(t, ns, "web", 4, nodebed.Workload{Request: "32Mi", PriorityClass: nodebed.HighPriority})
 	before := bed.WaitRunning(t, ns, "app in (redis,web)", 8)
 	victim := before["redis-1"]

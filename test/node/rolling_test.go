@@ -133,7 +133,9 @@ func deleteRunning(ctx context.Context, ns string, n int, deleted *atomic.Int32)
 func accounted(ctx context.Context, h *nodebed.History, current map[string]*corev1.Pod, cidr *net.IPNet) error {
 	for _, p := range h.Pods() {
 		for _, ip := range h.IPs(p.UID) {
-			if now := current[p.Name]; now != nil && now.UID == p.UID && now.Status.PodIP == ip {
+			// The current pod of the name holds it: its own, or given back
+			// to a later incarnation of the same StatefulSet member.
+			if now := current[p.Name]; now != nil && now.Status.PodIP == ip {
 				if err := bed.AllocatedTo(ctx, cidr, ip, now); err != nil {
 					return err
 				}

@@ -24,7 +24,7 @@ func TestControllerReleasesByTTLFromTheConfigMap(t *testing.T) {
 	pool, cidr := bed.NewPool(t, 30) // 4 addresses
 	ns := bed.Namespace(t, "ttl", pool, true)
 	bed.OptIn(t)
-	bed.StatefulSet(t, ns, "nats", 4, nodebed.Workload{})
+	bed.StatefulSet(t, ns, "nats", 4, nodebed.Workload{NoReturn: true}) // the address waits for its TTL, not for nats-2
 	old := bed.WaitRunning(t, ns, "app=nats", 4)["nats-2"]
 	ip := old.Status.PodIP
 	setConfig(t, "ipReserveTime: 40m", fmt.Sprintf("ipReserveTime: %s", ttl), "ipReleasePeriod: 5s", "ipReleasePeriod: 1s")

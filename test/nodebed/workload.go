@@ -62,6 +62,16 @@ type Workload struct {
 	AllocOn       string
 	Request       string // memory request, default 16Mi
 	PriorityClass string
+	NoReturn      bool // the pods opt out of getting their addresses back (capo.io/return-address: disabled)
+}
+
+// meta is the pod template's metadata for w.
+func (w Workload) meta(labels map[string]string) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Labels: labels}
+	if w.NoReturn {
+		m.Annotations = map[string]string{"capo.io/return-address": "disabled"}
+	}
+	return m
 }
 
 // PodSpec is the pod template's spec for w.
@@ -97,7 +107,7 @@ func (b *Bed) StatefulSet(t testing.TB, ns, name string, replicas int32, w Workl
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			PodManagementPolicy: appsv1.ParallelPodManagement,
-			Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: w.PodSpec()},
+			Template:            corev1.PodTemplateSpec{ObjectMeta: w.meta(labels), Spec: w.PodSpec()},
 		},
 	}
 	out, err := b.Kube.AppsV1().StatefulSets(ns).Create(context.Background(), set, metav1.CreateOptions{})
@@ -115,7 +125,7 @@ func (b *Bed) Deployment(t testing.TB, ns, name string, replicas int32, w Worklo
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: w.PodSpec()},
+			Template: corev1.PodTemplateSpec{ObjectMeta: w.meta(labels), Spec: w.PodSpec()},
 		},
 	}
 	if _, err := b.Kube.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
