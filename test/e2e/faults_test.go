@@ -189,9 +189,19 @@ func del(ctx context.Context, fx *faultEnv, sb *testbed.Sandbox) error {
 	if fx.node == nil {
 		return sb.Del(ctx)
 	}
-	onDisk, err := os.ReadFile(fx.node.ConfFile)
-	if err != nil {
-		return err
+	// Calico's install writes the conflist in place (os.WriteFile), so a
+	// read can catch it half-written. The runtime runs no plugin on a
+	// conflist it cannot parse (it keeps failing the teardown until it
+	// can); here the DEL waits for a whole file the same way.
+	var onDisk []byte
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fx.node.ConfFile)
+		if err != nil {
+			return err
+		}
+		if onDisk = b; json.Valid(b) || time.Now().After(deadline) {
+			break
+		}
 	}
 	return sb.DelWith(ctx, onDisk)
 }
