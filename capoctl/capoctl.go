@@ -30,6 +30,8 @@ const usage = `capoctl %s: capo's IP reservations.
   capoctl list [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
       every address held: pod, node, reason, age, and when it expires; then
       the addresses given back to returning pods, or not, and why (Events)
+  capoctl returns [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
+      only that history of returns, oldest first
   capoctl release IP... | --pod NS/NAME | --node N | --all  [--yes]
       end reservations now (asks first); only the reservation goes, an address
       still allocated in Calico IPAM stays allocated
@@ -71,10 +73,10 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 	fs.SetOutput(errw)
 	fs.Usage = func() { fmt.Fprintf(errw, usage, version.Version); fs.PrintDefaults() }
 	capoNS := fs.String("capo-namespace", "capo-system", "where capo runs: its capo-config ConfigMap")
-	node := fs.String("node", "", "only this node's reservations (list, release)")
-	namespace := fs.String("namespace", "", "only pods of this namespace (list)")
-	pod := fs.String("pod", "", "only this pod, as NAMESPACE/NAME (list, release)")
-	output := fs.String("o", "table", "list output: table, json or yaml")
+	node := fs.String("node", "", "only this node's reservations (list, release, returns)")
+	namespace := fs.String("namespace", "", "only pods of this namespace (list, returns)")
+	pod := fs.String("pod", "", "only this pod, as NAMESPACE/NAME (list, release, returns)")
+	output := fs.String("o", "table", "list and returns output: table, json or yaml")
 	yes := fs.Bool("yes", false, "release without asking")
 	all := fs.Bool("all", false, "every reservation capo holds (release), e.g. before uninstalling capo")
 	if len(args) == 0 {
@@ -106,6 +108,8 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 	switch cmd {
 	case "list":
 		err = c.list(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
+	case "returns":
+		err = c.listReturns(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
 	case "release":
 		err = c.release(positional, *pod, *node, *all, *yes)
 	case "explain":

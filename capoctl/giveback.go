@@ -1,6 +1,7 @@
 package capoctl
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/giveback"
@@ -87,6 +89,37 @@ func lastSeen(e corev1.Event) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// listReturns prints the history of returns alone, for people and for
+// scripts.
+func (c *cli) listReturns(f filter, output string) error {
+	evs, err := c.returns(f)
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []returnEvent{}
+	}
+	switch output {
+	case "json":
+		b, _ := json.MarshalIndent(evs, "", "  ")
+		fmt.Fprintln(c.out, string(b))
+	case "yaml":
+		b, err := yaml.Marshal(evs)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(c.out, string(b))
+	case "table", "":
+		if len(evs) == 0 {
+			fmt.Fprintln(c.out, "(no returns recorded)")
+		}
+		c.printReturns(evs)
+	default:
+		return fmt.Errorf("-o %s: want table, json or yaml", output)
+	}
+	return nil
 }
 
 // printReturns adds the history to list's table.

@@ -1,6 +1,7 @@
 package capoctl
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,30 @@ func TestListShowsReturns(t *testing.T) {
 	}
 	if code, out, _ := c.run("", "list", "--node", "worker-5"); code != 0 || strings.Contains(out, "Returns") {
 		t.Fatalf("--node worker-5 shows worker-3's returns:\n%s", out)
+	}
+}
+
+func TestReturnsForScripts(t *testing.T) {
+	c := newCtl(t, &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "a"}, Reason: eventReturned, Message: "capo gave this pod back 10.42.7.19",
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "kafka", Name: "broker-2"},
+		Source:         corev1.EventSource{Component: "capo-agent", Host: "worker-3"}, LastTimestamp: metav1.NewTime(now.Add(-time.Minute)),
+	})
+	code, out, _ := c.run("", "returns", "-o", "json")
+	var got []returnEvent
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v\n%s", code, err, out)
+	}
+	if len(got) != 1 || got[0].Pod != "kafka/broker-2" || got[0].Reason != eventReturned || !got[0].At.Equal(now.Add(-time.Minute)) {
+		t.Fatalf("returns -o json = %+v", got)
+	}
+	if code, out, _ := c.run("", "returns", "--pod", "kafka/other", "-o", "json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("another pod's returns: exit %d\n%s", code, out)
+	}
+	if code, out, _ := c.run("", "returns", "-o", "yaml"); code != 0 || !strings.Contains(out, "pod: kafka/broker-2") {
+		t.Fatalf("returns -o yaml: exit %d\n%s", code, out)
+	}
+	if code, out, _ := c.run("", "returns", "--node", "worker-5"); code != 0 || !strings.Contains(out, "(no returns recorded)") {
+		t.Fatalf("returns on another node: exit %d\n%s", code, out)
 	}
 }
