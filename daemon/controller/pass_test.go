@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -244,21 +242,8 @@ func TestPassMigratesThePerNodeLayout(t *testing.T) {
 	cfg := config.Default()
 	cfg.IPReserveTime = 10 * 365 * 24 * time.Hour // the testdata's entries are from 2025
 	b.c.config.Set(cfg)
-	for _, f := range []string{"legacy-z1.json", "legacy-v1-s1.json"} {
-		raw, err := os.ReadFile("../../pkg/reserve/testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var o struct {
-			Name          string
-			Labels        map[string]string
-			Annotations   map[string]string
-			ReservedCIDRs []string
-		}
-		if err := json.Unmarshal(raw, &o); err != nil {
-			t.Fatal(err)
-		}
-		b.store.Objects.Put(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.ReservedCIDRs})
+	if err := b.store.Objects.PutFiles("../../pkg/reserve/testdata/legacy-z1.json", "../../pkg/reserve/testdata/legacy-v1-s1.json"); err != nil {
+		t.Fatal(err)
 	}
 	b.pass()
 	for _, name := range b.store.Objects.Names() {

@@ -1,8 +1,6 @@
 package calicostore_test
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -19,21 +17,8 @@ const legacyNode = "worker-legacy"
 // capo-worker-legacy-s1 (plain text, 1 entry).
 func putLegacy(t *testing.T, objs *reservetest.Objects) {
 	t.Helper()
-	for _, f := range []string{"legacy-z1.json", "legacy-v1-s1.json"} {
-		raw, err := os.ReadFile("../testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var o struct {
-			Name          string
-			Labels        map[string]string
-			Annotations   map[string]string
-			ReservedCIDRs []string
-		}
-		if err := json.Unmarshal(raw, &o); err != nil {
-			t.Fatal(err)
-		}
-		objs.Put(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.ReservedCIDRs})
+	if err := objs.PutFiles("../testdata/legacy-z1.json", "../testdata/legacy-v1-s1.json"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,8 +5,10 @@ package reservetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -184,6 +186,29 @@ func (f *Objects) Put(o reserve.Object) {
 	f.rev++
 	res.ResourceVersion = strconv.Itoa(f.rev)
 	f.objs[o.Name] = res
+}
+
+// PutFiles stores objects saved as JSON files (name, labels, annotations,
+// reservedCIDRs), such as pkg/reserve/testdata's objects of the per-node
+// layout older capo wrote.
+func (f *Objects) PutFiles(paths ...string) error {
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var o struct {
+			Name          string
+			Labels        map[string]string
+			Annotations   map[string]string
+			ReservedCIDRs []string
+		}
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		f.Put(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.ReservedCIDRs})
+	}
+	return nil
 }
 
 // Object is a stored object as the model sees it; ok is false if absent.
