@@ -87,17 +87,7 @@ func (c *cli) list(f filter, output string) error {
 	if err != nil {
 		return err
 	}
-	switch output {
-	case "json":
-		b, _ := json.MarshalIndent(rows, "", "  ")
-		fmt.Fprintln(c.out, string(b))
-	case "yaml":
-		b, err := yaml.Marshal(rows)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(c.out, string(b))
-	case "table", "":
+	return c.print(output, rows, func() error {
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "IP\tPOD\tNODE\tREASON\tAGE\tEXPIRES IN")
 		for _, r := range rows {
@@ -112,6 +102,27 @@ func (c *cli) list(f filter, output string) error {
 			return err
 		}
 		c.printReturns(evs)
+		return nil
+	})
+}
+
+// print writes v as JSON or YAML for scripts, or calls table for people.
+func (c *cli) print(output string, v any, table func() error) error {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(c.out, string(b))
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(c.out, string(b))
+	case "table", "":
+		return table()
 	default:
 		return fmt.Errorf("-o %s: want table, json or yaml", output)
 	}

@@ -1,7 +1,6 @@
 package capoctl
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/giveback"
@@ -101,25 +99,13 @@ func (c *cli) listReturns(f filter, output string) error {
 	if evs == nil {
 		evs = []returnEvent{}
 	}
-	switch output {
-	case "json":
-		b, _ := json.MarshalIndent(evs, "", "  ")
-		fmt.Fprintln(c.out, string(b))
-	case "yaml":
-		b, err := yaml.Marshal(evs)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(c.out, string(b))
-	case "table", "":
+	return c.print(output, evs, func() error {
 		if len(evs) == 0 {
 			fmt.Fprintln(c.out, "(no returns recorded)")
 		}
 		c.printReturns(evs)
-	default:
-		return fmt.Errorf("-o %s: want table, json or yaml", output)
-	}
-	return nil
+		return nil
+	})
 }
 
 // printReturns adds the history to list's table.
