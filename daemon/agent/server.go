@@ -105,9 +105,7 @@ func (a *server) handler() http.Handler {
 
 func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	var req wire.ReserveRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "request is not a valid reserve request: "+err.Error())
+	if !readRequest(w, r, "reserve request", &req) {
 		return
 	}
 	if req.ContainerID == "" || req.Network == "" {
@@ -124,16 +122,14 @@ func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "socket").Inc()
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
 // cannot find is an error: capo-ipam then asks the API server itself.
 func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	var req wire.AnnotationsRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "request is not a valid annotations request: "+err.Error())
+	if !readRequest(w, r, "annotations request", &req) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -144,19 +140,18 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "pod or namespace not known to the agent yet")
 		return
 	}
-	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, a.selectors())}
-	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), a.selectors())
+	selectors := a.selectors()
+	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
+	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
 	resp.Return = a.returner.offer(ctx, pod, ns, d)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // handleReturnOutcome hears from capo-ipam how an offer ended. It answers
 // at once: the reservations of returned addresses end in the background.
 func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	var o wire.ReturnOutcome
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(&o); err != nil {
-		writeError(w, http.StatusBadRequest, "request is not a valid return outcome: "+err.Error())
+	if !readRequest(w, r, "return outcome", &o) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -168,8 +163,7 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	} else {
 		a.returner.fellBack(pod, &o)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte("{}"))
+	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 // atAdd is the decision for the pod as it starts, on its own and its
@@ -193,8 +187,23 @@ func calicoOnly(m map[string]string) map[string]string {
 	return out
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
+// readRequest decodes capo-ipam's request into v, at most wire.MaxBodyBytes
+// of it; a request that does not decode is answered 400, naming what was
+// expected, and readRequest returns false.
+func readRequest(w http.ResponseWriter, r *http.Request, what string, v any) bool {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes)).Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "request is not a valid "+what+": "+err.Error())
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(wire.ErrorResponse{Error: msg})
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, wire.ErrorResponse{Error: msg})
 }
