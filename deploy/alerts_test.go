@@ -45,14 +45,7 @@ func TestAlertRules(t *testing.T) {
 // the API serves it, as a Prometheus rule file.
 func renderedRules(t *testing.T) []byte {
 	t.Helper()
-	out, err := Render("capo", "capo-system", nil, MonitoringAPI...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := Objects(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, objs := render(t, "capo", "capo-system", nil, MonitoringAPI...)
 	spec := find(t, objs, "PrometheusRule", "capo").Object["spec"]
 	b, err := yaml.Marshal(spec)
 	if err != nil {

@@ -46,8 +46,10 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 	return nil
 }
 
-func TestDefaults(t *testing.T) {
-	out, err := Render("capo", "capo-system", nil)
+// render renders the chart and splits it into objects, failing t on error.
+func render(t *testing.T, release, namespace string, values map[string]any, apis ...string) ([]byte, []*unstructured.Unstructured) {
+	t.Helper()
+	out, err := Render(release, namespace, values, apis...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +57,11 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out, objs
+}
+
+func TestDefaults(t *testing.T) {
+	_, objs := render(t, "capo", "capo-system", nil)
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
@@ -116,14 +123,7 @@ func TestMonitoringWhereTheAPIHasIt(t *testing.T) {
 // kubectl apply -f creates in file order: what a workload's pods need
 // (ServiceAccount, RBAC, ConfigMap) comes before the workload.
 func TestInstallOrder(t *testing.T) {
-	out, err := Render("capo", "capo-system", nil, MonitoringAPI...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := Objects(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, objs := render(t, "capo", "capo-system", nil, MonitoringAPI...)
 	first := map[string]int{}
 	for i, o := range objs {
 		if _, ok := first[o.GetKind()]; !ok {
@@ -140,20 +140,13 @@ func TestInstallOrder(t *testing.T) {
 }
 
 func TestValuesTakeEffect(t *testing.T) {
-	out, err := Render("edge", "kube-system", map[string]any{
+	out, objs := render(t, "edge", "kube-system", map[string]any{
 		"datastore":  map[string]any{"type": "etcdv3", "etcdEndpoints": "https://10.0.0.10:2379", "etcdTLSSecret": "calico-etcd-secrets"},
 		"controller": map[string]any{"replicas": 3},
 		"agent":      map[string]any{"manageCNI": false},
 		"config":     map[string]any{"ipReserveTime": "2h", "podSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "zookeeper"}}}},
 		"metrics":    map[string]any{"serviceMonitor": map[string]any{"enabled": false}, "prometheusRule": map[string]any{"enabled": false}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := Objects(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	text := string(out)
 	for _, want := range []string{"ETCD_ENDPOINTS", "https://10.0.0.10:2379", "secretName: calico-etcd-secrets", "replicas: 3", "ipReserveTime: 2h", "app: zookeeper"} {
 		if !strings.Contains(text, want) {
