@@ -16,6 +16,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/test/nodebed"
 )
 
@@ -30,15 +31,7 @@ const cycles = 3
 // capo's stays behind: no Lease, no ADD records.
 func TestUninstallRestoresCalico(t *testing.T) {
 	ctx := context.Background()
-	if err := bed.UninstallChart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = bed.RestoreCalicoCNI()
-		if err := bed.InstallChart(ctx, nil); err != nil {
-			t.Errorf("reinstalling the chart for later tests: %v", err)
-		}
-	})
+	uninstallForThisTest(t)
 	manifest, err := bed.WriteManifest(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -161,12 +154,33 @@ func TestDocumentedCleanupRemovesReservations(t *testing.T) {
 	pool, cidr := bed.NewPool(t, 29)
 	ns := bed.Namespace(t, "cleanup", pool, true)
 	bed.OptIn(t)
-	bed.StatefulSet(t, ns, "etcd", 1, nodebed.Workload{})
+	// etcd-0's successor must not take its address back: the reservation
+	// is what the cleanup is to remove.
+	bed.StatefulSet(t, ns, "etcd", 1, nodebed.Workload{NoReturn: true})
 	old := bed.WaitRunning(t, ns, "app=etcd", 1)["etcd-0"]
 	if err := bed.Kube.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	nodebed.Eventually(t, 30*time.Second, "etcd-0's address held", func() error { return bed.Held(ctx, cidr, old.Status.PodIP, old) })
+	uninstallForThisTest(t)
+	if len(capoReservations(t)) == 0 {
+		t.Fatal("no capo IPReservation left after the uninstall: nothing for the cleanup to remove")
+	}
+	out, err := bed.Kubectl(ctx, strings.Fields(strings.TrimPrefix(cmd, "kubectl "))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := capoReservations(t); len(left) > 0 {
+		bed.DeleteReservations(t, left)
+		t.Fatalf("the documented `%s` left capo's IPReservations %v (kubectl said: %s)", cmd, left, strings.TrimSpace(out))
+	}
+}
+
+// uninstallForThisTest uninstalls the chart, and puts Calico's chain and
+// the chart back for the tests after this one.
+func uninstallForThisTest(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
 	if err := bed.UninstallChart(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -176,14 +190,6 @@ func TestDocumentedCleanupRemovesReservations(t *testing.T) {
 			t.Errorf("reinstalling the chart for later tests: %v", err)
 		}
 	})
-	out, err := bed.Kubectl(ctx, strings.Fields(strings.TrimPrefix(cmd, "kubectl "))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left := capoReservations(t); len(left) > 0 {
-		bed.DeleteReservations(t, left)
-		t.Fatalf("the documented `%s` left capo's IPReservations %v (kubectl said: %s)", cmd, left, strings.TrimSpace(out))
-	}
 }
 
 // documentedCleanup is the kubectl command docs/operations.md gives for deleting capo's
@@ -201,7 +207,8 @@ func documentedCleanup(t *testing.T) string {
 	return strings.ReplaceAll(string(m[1]), "<node>", bed.NodeName)
 }
 
-// capoReservations are the names of capo's IPReservation objects.
+// capoReservations are the names of capo's IPReservation objects: its
+// buckets, and objects of the per-node layout older capo wrote.
 func capoReservations(t *testing.T) []string {
 	t.Helper()
 	list, err := bed.Calico.IPReservations().List(context.Background(), options.ListOptions{})
@@ -210,7 +217,7 @@ func capoReservations(t *testing.T) []string {
 	}
 	var names []string
 	for _, r := range list.Items {
-		if strings.HasPrefix(r.Name, "capo-") {
+		if _, _, bucket := reserve.ParseBucketName(r.Name); bucket || strings.HasPrefix(r.Name, "capo-") {
 			names = append(names, r.Name)
 		}
 	}
