@@ -1,5 +1,5 @@
-# capo: one image with capo-agent, capo-controller, capo-install and
-# capo-ipam. Built from Go modules only; the run stage has no shell.
+# capo: one image with capo-agent, capo-controller, capo-install, capo-ipam
+# and capo-ipam-kube. Built from Go modules only; the run stage has no shell.
 #   docker build --build-arg VERSION=$(git describe --tags --always) -t capo .
 # GO_VERSION follows go.mod's go line (a test keeps them equal); `make image`
 # builds the same image without a container engine.
@@ -14,7 +14,7 @@ ARG VERSION=dev
 RUN make build VERSION=${VERSION}
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /src/bin/capo-agent /src/bin/capo-controller /src/bin/capo-install /src/bin/capo-ipam /usr/local/bin/
+COPY --from=build /src/bin/capo-agent /src/bin/capo-controller /src/bin/capo-install /src/bin/capo-ipam /src/bin/capo-ipam-kube /usr/local/bin/
 # Non-root by default (the controller runs so); the agent's DaemonSet runs
 # it as root because it writes the node's CNI files.
 USER 65532:65532

@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/capo-net/capo/pkg/version.Version=$(VERSION)
 export GONOSUMDB := github.com/projectcalico,k8s.io
 export CGO_ENABLED := 0
 
-BINARIES := capo-ipam capo-agent capo-controller capo-install capoctl
+BINARIES := capo-ipam capo-ipam-kube capo-agent capo-controller capo-install capoctl
 # Every module: each must be tidy. The nested ones only pin tools.
 MODULES := . test/tools test/tools/lint test/tools/promtool
 
@@ -35,6 +35,9 @@ build: $(addprefix bin/,$(BINARIES))
 
 bin/capo-ipam:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-ipam
+
+bin/capo-ipam-kube:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-ipam-kube
 
 bin/capo-agent:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/capo-agent

@@ -24,8 +24,11 @@ func node(t *testing.T) Options {
 	// A later file the runtime must not pick, and a kubeconfig beside it.
 	_ = os.WriteFile(filepath.Join(o.CNIConfDir, "99-loopback.conf"), []byte(`{"cniVersion":"0.3.1","name":"lo","type":"loopback"}`), 0o644)
 	_ = os.WriteFile(filepath.Join(o.CNIConfDir, "calico-kubeconfig"), []byte("apiVersion: v1"), 0o600)
-	if err := os.WriteFile(o.Source, []byte("#!/bin/sh\necho capo\n"), 0o755); err != nil {
-		t.Fatal(err)
+	o.HelperSource = filepath.Join(root, "capo-ipam-kube.new")
+	for _, src := range []string{o.Source, o.HelperSource} {
+		if err := os.WriteFile(src, []byte("#!/bin/sh\necho "+filepath.Base(src)+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return o
 }
@@ -42,8 +45,10 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 	if fi, _ := os.Stat(conf); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("config mode changed to %v", fi.Mode())
 	}
-	if fi, err := os.Stat(filepath.Join(o.CNIBinDir, "capo-ipam")); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Fatalf("binary: %v %v", fi, err)
+	for _, name := range []string{"capo-ipam", "capo-ipam-kube"} {
+		if fi, err := os.Stat(filepath.Join(o.CNIBinDir, name)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Fatalf("%s: %v %v", name, fi, err)
+		}
 	}
 	rep, err := Check(o)
 	if err != nil || !rep.Installed || !rep.BinaryFresh || rep.Problem != "" {
@@ -65,6 +70,9 @@ func TestInstallUninstallRoundTrip(t *testing.T) {
 	}
 	if back, _ := os.ReadFile(conf); string(back) != string(orig) {
 		t.Fatalf("uninstall did not restore the file:\n%s", back)
+	}
+	if left, _ := os.ReadDir(o.CNIBinDir); len(left) != 0 {
+		t.Fatalf("uninstall left %v in the bin dir", left)
 	}
 	if r, err := Uninstall(o); err != nil || !r.AlreadyCorrect {
 		t.Fatalf("second uninstall: %+v %v", r, err)
@@ -96,10 +104,22 @@ func TestCheckFindsAMissingBinary(t *testing.T) {
 	if _, err := Install(o); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.Remove(filepath.Join(o.CNIBinDir, "capo-ipam"))
+	_ = os.Remove(filepath.Join(o.CNIBinDir, "capo-ipam-kube"))
 	rep, err := Check(o)
+	if err != nil || !strings.Contains(rep.Problem, "capo-ipam-kube is missing: a pod ADD that needs Calico's pool annotations fails") || rep.BinaryExists {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	_ = os.Remove(filepath.Join(o.CNIBinDir, "capo-ipam"))
+	rep, err = Check(o)
 	if err != nil || !strings.Contains(rep.Problem, "every pod ADD on this node fails") {
 		t.Fatalf("%+v %v", rep, err)
+	}
+	if _, err := Install(o); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(o.CNIBinDir, "capo-ipam-kube"), []byte("old"), 0o755)
+	if rep, err := Check(o); err != nil || rep.BinaryFresh || !strings.Contains(rep.Problem, "capo-ipam-kube differs") {
+		t.Fatalf("stale helper: %+v %v", rep, err)
 	}
 }
 

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // Options say where things are on the node, as this process sees them.
 type Options struct {
-	CNIBinDir  string         // the runtime's CNI_PATH, e.g. /host/opt/cni/bin
-	CNIConfDir string         // e.g. /host/etc/cni/net.d
-	Source     string         // the capo-ipam binary to install
-	IPAMExtra  map[string]any // capo-ipam settings written beside the delegate
+	CNIBinDir    string         // the runtime's CNI_PATH, e.g. /host/opt/cni/bin
+	CNIConfDir   string         // e.g. /host/etc/cni/net.d
+	Source       string         // the capo-ipam binary to install
+	HelperSource string         // capo-ipam-kube; "" means beside Source
+	IPAMExtra    map[string]any // capo-ipam settings written beside the delegate
 }
 
 // Result says what a call changed.
@@ -24,6 +27,19 @@ type Result struct {
 }
 
 const binaryName = "capo-ipam"
+
+// binaries are what install puts in the CNI bin dir, in the order it puts
+// them there: capo-ipam's helper before capo-ipam, which runs it.
+func (o Options) binaries() []struct{ src, dst string } {
+	helper := o.HelperSource
+	if helper == "" {
+		helper = filepath.Join(filepath.Dir(o.Source), wire.KubeHelper)
+	}
+	return []struct{ src, dst string }{
+		{helper, filepath.Join(o.CNIBinDir, wire.KubeHelper)},
+		{o.Source, filepath.Join(o.CNIBinDir, binaryName)},
+	}
+}
 
 // Install puts the binary in place before the config names it, so the
 // runtime never calls a capo-ipam that is not there.
@@ -41,8 +57,12 @@ func Install(o Options) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", conf, err)
 	}
 	r := &Result{Config: conf}
-	if r.BinaryChanged, err = copyBinary(o.Source, filepath.Join(o.CNIBinDir, binaryName)); err != nil {
-		return r, fmt.Errorf("installing %s: %w", binaryName, err)
+	for _, b := range o.binaries() {
+		changed, err := copyBinary(b.src, b.dst)
+		if err != nil {
+			return r, fmt.Errorf("installing %s: %w", filepath.Base(b.dst), err)
+		}
+		r.BinaryChanged = r.BinaryChanged || changed
 	}
 	if r.ConfigChanged, err = editFile(conf, func(b []byte) ([]byte, error) { return Patch(b, o.IPAMExtra) }); err != nil {
 		return r, err
@@ -62,12 +82,14 @@ func Uninstall(o Options) (*Result, error) {
 	if r.ConfigChanged, err = editFile(conf, Unpatch); err != nil {
 		return r, err
 	}
-	bin := filepath.Join(o.CNIBinDir, binaryName)
-	if _, err := os.Stat(bin); err == nil {
-		r.BinaryRemoved = true
-	}
-	if err := removeIfExists(bin); err != nil {
-		return r, err
+	bins := o.binaries()
+	for i := len(bins) - 1; i >= 0; i-- {
+		if _, err := os.Stat(bins[i].dst); err == nil {
+			r.BinaryRemoved = true
+		}
+		if err := removeIfExists(bins[i].dst); err != nil {
+			return r, err
+		}
 	}
 	r.AlreadyCorrect = !r.ConfigChanged && !r.BinaryRemoved
 	return r, nil
@@ -100,17 +122,33 @@ func Check(o Options) (*Report, error) {
 		return rep, nil
 	}
 	rep.IPAMType, rep.Installed = st.IPAMType, st.Installed
-	bin := filepath.Join(o.CNIBinDir, binaryName)
-	if have, err := fileSum(bin); err == nil {
-		rep.BinaryExists = true
-		want, err := fileSum(o.Source)
-		rep.BinaryFresh = err == nil && string(have) == string(want)
-	}
-	switch {
-	case rep.Installed && !rep.BinaryExists:
-		rep.Problem = "the config calls capo-ipam but " + bin + " is missing: every pod ADD on this node fails; run install"
-	case rep.Installed && !rep.BinaryFresh:
-		rep.Problem = bin + " differs from this release's capo-ipam; run install"
+	rep.BinaryExists, rep.BinaryFresh = true, true
+	bins := o.binaries()
+	for i := len(bins) - 1; i >= 0; i-- { // capo-ipam's problem first: the worse one
+		b := bins[i]
+		have, err := fileSum(b.dst)
+		if err != nil {
+			rep.BinaryExists, rep.BinaryFresh = false, false
+			if rep.Installed && rep.Problem == "" {
+				rep.Problem = "the config calls capo-ipam but " + b.dst + " is missing: " + missingMeans(b.dst) + "; run install"
+			}
+			continue
+		}
+		want, err := fileSum(b.src)
+		if err != nil || string(have) != string(want) {
+			rep.BinaryFresh = false
+			if rep.Installed && rep.Problem == "" {
+				rep.Problem = b.dst + " differs from this release's; run install"
+			}
+		}
 	}
 	return rep, nil
+}
+
+// missingMeans says what a missing binary breaks.
+func missingMeans(path string) string {
+	if filepath.Base(path) == binaryName {
+		return "every pod ADD on this node fails"
+	}
+	return "a pod ADD that needs Calico's pool annotations fails while the node's agent is away"
 }

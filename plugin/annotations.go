@@ -1,10 +1,13 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/capo-net/capo/pkg/wire"
@@ -131,4 +134,35 @@ func calicoSettingsOf(conf *NetConf) calicoSettings {
 	var s calicoSettings
 	_ = json.Unmarshal(conf.Raw(), &s)
 	return s
+}
+
+// kubeAnnotations reads from the API server with the calico plugin's own
+// kubeconfig (the netconf's kubernetes.kubeconfig), as the plugin does, by
+// running capo-ipam-kube from CNI_PATH: the HTTPS client lives there, so
+// that capo-ipam starts without it on every other call.
+type kubeAnnotations struct {
+	kubeconfig string
+	paths      []string // CNI_PATH, split
+}
+
+func (k kubeAnnotations) Get(ctx context.Context, ref wire.PodRef) (*wire.AnnotationsResponse, error) {
+	helper := findInPath(k.paths, wire.KubeHelper)
+	if helper == "" {
+		return nil, fmt.Errorf("%s is missing from CNI_PATH %q: it is installed beside capo-ipam; re-run capo-install (or let capo-agent re-install)", wire.KubeHelper, strings.Join(k.paths, ":"))
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, helper, "--kubeconfig", k.kubeconfig, "--namespace", ref.Namespace, "--pod", ref.Name)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s did not answer in time: %w", wire.KubeHelper, ctx.Err())
+		}
+		return nil, fmt.Errorf("%s: %s (%w)", wire.KubeHelper, strings.TrimSpace(stderr.String()), err)
+	}
+	var resp wire.AnnotationsResponse
+	if err := json.Unmarshal(stdout.Bytes(), &resp); err != nil {
+		return nil, fmt.Errorf("%s's answer is not valid: %w", wire.KubeHelper, err)
+	}
+	return &resp, nil
 }

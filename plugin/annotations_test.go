@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 
@@ -125,5 +126,45 @@ func TestAddAppliesAnnotationsToTheDelegateOnly(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(out); strings.Contains(string(got), "gold") {
 		t.Fatalf("annotations applied to a non-calico-ipam delegate: %s", got)
+	}
+}
+
+// With the agent away, capo-ipam runs capo-ipam-kube from CNI_PATH and reads
+// its answer; a missing or failing helper is an error that says what to do.
+func TestKubeAnnotationsRunTheHelper(t *testing.T) {
+	ref := wire.PodRef{Namespace: "kafka", Name: "b-0"}
+	args := filepath.Join(t.TempDir(), "args")
+	ok := script(t, wire.KubeHelper, `echo "$@" > `+args+`; printf '{"namespace":{"cni.projectcalico.org/ipv4pools":"[\"ns\"]"},"pod":{}}'`)
+	got, err := kubeAnnotations{kubeconfig: "/etc/cni/net.d/calico-kubeconfig", paths: []string{"/nonexistent", ok}}.Get(context.Background(), ref)
+	if err != nil || got.Namespace[AnnotationIPv4Pools] != `["ns"]` {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if b, _ := os.ReadFile(args); strings.TrimSpace(string(b)) != "--kubeconfig /etc/cni/net.d/calico-kubeconfig --namespace kafka --pod b-0" {
+		t.Fatalf("helper ran with %q", b)
+	}
+	for _, tc := range []struct {
+		name, body, want string
+		timeout          time.Duration
+	}{
+		{name: "fails", body: `echo 'API server answered 403 Forbidden' >&2; exit 1`, want: "capo-ipam-kube: API server answered 403 Forbidden"},
+		{name: "garbage", body: `echo nope`, want: "answer is not valid"},
+		{name: "hangs", body: `sleep 5`, want: "did not answer in time", timeout: 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			_, err := kubeAnnotations{kubeconfig: "k", paths: []string{script(t, wire.KubeHelper, tc.body)}}.Get(ctx, ref)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	_, err = kubeAnnotations{kubeconfig: "k", paths: []string{t.TempDir()}}.Get(context.Background(), ref)
+	if err == nil || !strings.Contains(err.Error(), "capo-ipam-kube is missing from CNI_PATH") || !strings.Contains(err.Error(), "capo-install") {
+		t.Fatalf("missing helper: %v", err)
 	}
 }

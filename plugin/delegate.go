@@ -68,14 +68,8 @@ func (d *ExecDelegate) Invoke(ctx context.Context, command string, conf *NetConf
 }
 
 func (d *ExecDelegate) find(name string) (string, error) {
-	for _, dir := range d.Paths {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
+	if p := findInPath(d.Paths, name); p != "" {
+		return p, nil
 	}
 	return "", fmt.Errorf("delegate plugin %q is missing from CNI_PATH %q: install it there (calico-node installs calico-ipam) or fix ipam.delegate.type", name, strings.Join(d.Paths, ":"))
 }
@@ -130,4 +124,19 @@ func withEnv(env []string, key, value string) []string {
 		}
 	}
 	return append(out, key+"="+value)
+}
+
+// findInPath returns the first regular file called name in paths (CNI_PATH,
+// split), as a runtime looks for a plugin; "" if none.
+func findInPath(paths []string, name string) string {
+	for _, dir := range paths {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }

@@ -88,7 +88,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	agent := wire.NewClient(c.conf.IPAM.AgentSocket)
 	ann := agentAnnotations{agent: agent, timeout: 2 * time.Second}
 	if kc := calicoSettingsOf(c.conf).Kubernetes.Kubeconfig; kc != "" {
-		ann.fallback = kubeAnnotations{kubeconfig: kc}
+		ann.fallback = kubeAnnotations{kubeconfig: kc, paths: c.d.Paths}
 	}
 	err = add(c.ctx, args, c.conf, addDeps{delegate: c.d, journal: c.journal, ann: ann, reporter: agent, stdout: os.Stdout, steps: st})
 	st.log("ADD steps")

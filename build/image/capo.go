@@ -22,6 +22,7 @@ var Binaries = []Binary{
 	{"capo-controller", "./cmd/capo-controller"},
 	{"capo-install", "./cmd/capo-install"},
 	{"capo-ipam", "./cmd/capo-ipam"},
+	{"capo-ipam-kube", "./cmd/capo-ipam-kube"},
 }
 
 // BinDir is where the binaries go in the image.

@@ -61,7 +61,7 @@ Flags:
 	fs.BoolVar(&o.ManageCNI, "manage-cni", false, "install capo-ipam into the node's CNI chain while the node is opted in, remove it otherwise, re-apply when calico-node rewrites it; needs --cni-bin-dir and --cni-conf-dir")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "", "the node's CNI conf dir as this process sees it (with --manage-cni)")
 	self, _ := os.Executable()
-	fs.StringVar(&o.CapoIPAMSource, "capo-ipam-source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary --manage-cni installs")
+	fs.StringVar(&o.CapoIPAMSource, "capo-ipam-source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary --manage-cni installs (capo-ipam-kube is taken from beside it)")
 	fs.DurationVar(&o.CNIResync, "cni-resync", 30*time.Second, "with --manage-cni, how often the CNI chain is checked besides watching it")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err

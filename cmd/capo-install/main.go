@@ -29,16 +29,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.CNIBinDir, "cni-bin-dir", "/opt/cni/bin", "the runtime's CNI bin dir, as this process sees it")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the runtime's CNI conf dir, as this process sees it")
 	fs.StringVar(&o.Source, "source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary to install")
+	fs.StringVar(&o.HelperSource, "helper-source", "", "the capo-ipam-kube binary to install beside it (default: beside --source)")
 	socket := fs.String("agent-socket", "", "capo-ipam's agent_socket, if not the default")
 	node := fs.String("node", os.Getenv("NODENAME"), "this node's name: check lists its pods whose fixed addresses the calico plugin rejects under capo-ipam (needs KUBECONFIG or in-cluster credentials)")
 	stateDir := fs.String("state-dir", "", "capo-ipam's state_dir, if not the default")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `capo-install %s: puts capo-ipam into this node's Calico CNI chain.
 
-  install    copy capo-ipam into the CNI bin dir, then wrap the calico plugin's
-             ipam block in the runtime's conflist as {"type": "capo-ipam",
-             "delegate": <original>}; nothing else in the file changes
-  uninstall  restore the original ipam block, then remove capo-ipam
+  install    copy capo-ipam and capo-ipam-kube (which capo-ipam runs to read
+             the API server when the agent is away) into the CNI bin dir,
+             then wrap the calico plugin's ipam block in the runtime's
+             conflist as {"type": "capo-ipam", "delegate": <original>};
+             nothing else in the file changes
+  uninstall  restore the original ipam block, then remove both binaries
   check      report, change nothing; exit 1 if something is wrong
 
 Both are idempotent. Refused, with nothing changed: no calico plugin, an

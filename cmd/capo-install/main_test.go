@@ -17,6 +17,7 @@ func TestCLI(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(conf, "10-calico.conflist"), orig, 0o644)
 	src := filepath.Join(root, "capo-ipam")
 	_ = os.WriteFile(src, []byte("binary"), 0o755)
+	_ = os.WriteFile(filepath.Join(root, "capo-ipam-kube"), []byte("helper"), 0o755)
 	flags := []string{"--cni-bin-dir=" + bin, "--cni-conf-dir=" + conf, "--source=" + src, "--state-dir=/var/lib/capo-alt"}
 
 	var out, errOut bytes.Buffer
@@ -45,6 +46,9 @@ func TestCLI(t *testing.T) {
 	}
 	if back, _ := os.ReadFile(filepath.Join(conf, "10-calico.conflist")); string(back) != string(orig) {
 		t.Fatal("uninstall did not restore the original")
+	}
+	if left, _ := os.ReadDir(bin); len(left) != 0 {
+		t.Fatalf("uninstall left %v", left)
 	}
 	if code := run([]string{"frobnicate"}, &out, &errOut); code != 2 {
 		t.Fatalf("unknown command: %d", code)

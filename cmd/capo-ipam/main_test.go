@@ -123,3 +123,18 @@ func TestNoCommandPrintsAbout(t *testing.T) {
 		t.Fatalf("exit %d stdout %q stderr %q", code, out, stderr)
 	}
 }
+
+// capo-ipam runs for every pod start and stop: it must not link an HTTPS
+// client (net/http, crypto/tls) or a YAML parser, whose package
+// initialisation and pages every run would pay. capo-ipam-kube has them.
+func TestLinksNoHTTPSClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "net/http" || pkg == "crypto/tls" || strings.Contains(pkg, "yaml") || strings.HasPrefix(pkg, "k8s.io/") {
+			t.Errorf("capo-ipam links %s", pkg)
+		}
+	}
+}

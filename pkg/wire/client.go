@@ -1,29 +1,34 @@
 package wire
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Client calls the agent over its unix socket.
+//
+// It writes its HTTP/1.0 requests and reads the answers itself rather than
+// through net/http: capo-ipam runs once per pod start and stop, and linking
+// net/http (with crypto/tls) costs every run its package initialisation and
+// a megabyte or two of resident pages, and every call a transport's
+// goroutines. One request per connection, closed by the agent after its
+// answer, is all the protocol there is.
 type Client struct {
 	Socket string
-	http   *http.Client
 }
 
 // NewClient returns a client for the agent at socket.
 func NewClient(socket string) *Client {
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}
-	return &Client{Socket: socket, http: &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}}
+	return &Client{Socket: socket}
 }
 
 // Reserve sends req and waits for the answer until ctx ends.
@@ -53,39 +58,91 @@ func (c *Client) ReportReturn(ctx context.Context, o *ReturnOutcome) error {
 	return c.call(ctx, ReturnOutcomePath, o, &struct{}{})
 }
 
-// call posts in as JSON to path and decodes the answer into out.
+// call posts in as JSON to path and decodes the answer into out. Whatever
+// keeps the answer from arriving whole before ctx ends (no agent, a closed
+// connection, the deadline) says the agent is unreachable.
 func (c *Client) call(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://capo-agent"+path, bytes.NewReader(body))
-	if err != nil {
+	start := time.Now()
+	status, data, err := c.roundTrip(ctx, path, body)
+	if errors.Is(err, errTooLarge) {
 		return err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := c.http.Do(hreq)
 	if err != nil {
 		return fmt.Errorf("capo-agent at %s unreachable after %s: %w", c.Socket, time.Since(start).Round(time.Millisecond), err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
-	if err != nil {
-		return fmt.Errorf("reading capo-agent's answer: %w", err)
-	}
-	if len(data) > MaxBodyBytes {
-		return fmt.Errorf("capo-agent's answer exceeds %d bytes", MaxBodyBytes)
-	}
-	if resp.StatusCode != http.StatusOK {
+	if status != "200" {
 		var e ErrorResponse
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
 			return fmt.Errorf("capo-agent: %s", e.Error)
 		}
-		return fmt.Errorf("capo-agent answered %s", resp.Status)
+		return fmt.Errorf("capo-agent answered %s", status)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("capo-agent's answer is not valid: %w", err)
 	}
 	return nil
+}
+
+// errTooLarge is an answer over MaxBodyBytes.
+var errTooLarge = fmt.Errorf("capo-agent's answer exceeds %d bytes", MaxBodyBytes)
+
+// roundTrip sends one request on a new connection and returns the answer's
+// status code and body.
+func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (string, []byte, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	head := "POST " + path + " HTTP/1.0\r\nHost: capo-agent\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	if _, err := conn.Write(append([]byte(head), body...)); err != nil {
+		return "", nil, err
+	}
+	tp := textproto.NewReader(bufio.NewReader(conn))
+	line, err := tp.ReadLine()
+	if err != nil {
+		return "", nil, err
+	}
+	proto, status, _ := strings.Cut(line, " ")
+	if !strings.HasPrefix(proto, "HTTP/1.") || len(status) < 3 {
+		return "", nil, fmt.Errorf("not an HTTP answer: %.80q", line)
+	}
+	header, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return "", nil, err
+	}
+	// Without a length the answer ends when the agent closes the connection,
+	// as an HTTP/1.0 answer may.
+	want := int64(-1)
+	if cl := header.Get("Content-Length"); cl != "" {
+		if want, err = strconv.ParseInt(cl, 10, 64); err != nil || want < 0 {
+			return "", nil, fmt.Errorf("bad Content-Length %q", cl)
+		}
+	}
+	if want > MaxBodyBytes {
+		return "", nil, errTooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(tp.R, MaxBodyBytes+1))
+	switch {
+	case err != nil:
+		return "", nil, err
+	case len(data) > MaxBodyBytes:
+		return "", nil, errTooLarge
+	case want >= 0 && int64(len(data)) < want:
+		return "", nil, fmt.Errorf("the answer ended after %d of %d bytes: %w", len(data), want, io.ErrUnexpectedEOF)
+	case want >= 0:
+		data = data[:want]
+	}
+	return status[:3], data, nil
 }

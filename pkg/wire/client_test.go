@@ -65,3 +65,72 @@ func TestClientReserve(t *testing.T) {
 		t.Fatalf("no agent: %v", err)
 	}
 }
+
+// serveRaw answers every connection with answer, byte for byte, once it has
+// read the request's head, then closes it.
+func serveRaw(t *testing.T, answer string) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			_, _ = conn.Read(buf)
+			_, _ = conn.Write([]byte(answer))
+			_ = conn.Close()
+		}
+	}()
+	return sock
+}
+
+// The client reads answers itself; these are the shapes an HTTP/1.0
+// exchange can take besides net/http's own.
+func TestClientReadsAnswersByHand(t *testing.T) {
+	cases := []struct {
+		name, answer, wantErr string
+	}{
+		{name: "no length, ends at close", answer: "HTTP/1.0 200 OK\r\n\r\n{\"outcome\":\"not-selected\"}"},
+		{name: "length shorter than what came", answer: "HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{\"outcome\":\"not-selected\"}trailing"},
+		{name: "cut short", answer: "HTTP/1.0 200 OK\r\nContent-Length: 40\r\n\r\n{\"outcome\":", wantErr: "ended after 11 of 40 bytes"},
+		{name: "declared too large", answer: "HTTP/1.0 200 OK\r\nContent-Length: 9999999\r\n\r\n", wantErr: "exceeds"},
+		{name: "not http", answer: "SSH-2.0-OpenSSH\r\n", wantErr: "not an HTTP answer"},
+		{name: "closed without a word", answer: "", wantErr: "unreachable"},
+		{name: "bad length", answer: "HTTP/1.0 200 OK\r\nContent-Length: x\r\n\r\n", wantErr: "bad Content-Length"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := NewClient(serveRaw(t, tc.answer)).Reserve(context.Background(), &ReserveRequest{ContainerID: "c", Network: "n"})
+			if tc.wantErr == "" {
+				if err != nil || resp.Outcome != NotSelected {
+					t.Fatalf("%+v %v", resp, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// A context cancelled while the agent thinks ends the call at once.
+func TestClientCancelledMidCall(t *testing.T) {
+	c := NewClient(serve(t, 200, `{"outcome":"reserved"}`, 5*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	if _, err := c.Reserve(ctx, &ReserveRequest{}); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("a cancelled call took %s", d)
+	}
+}

@@ -121,3 +121,8 @@ const (
 	Returned = "returned"
 	FellBack = "fell-back"
 )
+
+// KubeHelper is the program capo-ipam runs, from beside itself in CNI_PATH,
+// to read a pod's Calico IPAM annotations from the API server when the agent
+// cannot answer. It prints an AnnotationsResponse on stdout.
+const KubeHelper = "capo-ipam-kube"

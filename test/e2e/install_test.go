@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/pkg/wire"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -25,7 +26,8 @@ func installed(t *testing.T, n *testbed.NodeCNI) bool {
 		t.Fatal(err)
 	}
 	_, binErr := os.Stat(filepath.Join(n.BinDir, "capo-ipam"))
-	return st.Installed && binErr == nil
+	_, helperErr := os.Stat(filepath.Join(n.BinDir, wire.KubeHelper))
+	return st.Installed && binErr == nil && helperErr == nil
 }
 
 func TestNodeOptInDrivesInstallation(t *testing.T) {
@@ -94,8 +96,10 @@ func TestNodeOptInDrivesInstallation(t *testing.T) {
 		if got, _ := os.ReadFile(n.ConfFile); string(got) != string(n.Original) {
 			t.Fatalf("opt-out did not restore calico-node's conflist:\n%s", got)
 		}
-		if _, err := os.Stat(filepath.Join(n.BinDir, "capo-ipam")); err == nil {
-			t.Fatal("opt-out left capo-ipam in the bin dir")
+		for _, name := range []string{"capo-ipam", wire.KubeHelper} {
+			if _, err := os.Stat(filepath.Join(n.BinDir, name)); err == nil {
+				t.Fatalf("opt-out left %s in the bin dir", name)
+			}
 		}
 
 		// A rolling update stops the agent: the node stays as it is.

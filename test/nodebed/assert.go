@@ -14,6 +14,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/selection"
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // StateDir is the chart's host state dir: capo-ipam's journal and ADD records.
@@ -58,7 +59,7 @@ func CapoInChain() error {
 		return err
 	}
 	if !st.CapoInstalled {
-		return fmt.Errorf("no capo-ipam in %s", CNIBinDir)
+		return fmt.Errorf("capo-ipam and %s are not both in %s: found %v", wire.KubeHelper, CNIBinDir, st.CapoFiles)
 	}
 	var list struct {
 		Plugins []struct {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // WaitCapoReady waits until the agent DaemonSet runs tag on the node, Ready,
@@ -89,17 +91,27 @@ func AgentMetrics() (string, error) {
 // CNIState is the node's CNI as the runtime sees it.
 type CNIState struct {
 	Conflist      []byte
-	CapoInstalled bool // capo-ipam in the CNI bin dir
+	CapoInstalled bool     // capo-ipam and its helper both in the CNI bin dir
+	CapoFiles     []string // those of the two that are there
 }
 
-// ReadCNI reads the conflist and looks for capo-ipam in the bin dir.
+// capoBinaries are what capo puts in the CNI bin dir.
+var capoBinaries = []string{"capo-ipam", wire.KubeHelper}
+
+// ReadCNI reads the conflist and looks for capo's binaries in the bin dir.
 func ReadCNI() (CNIState, error) {
 	list, err := os.ReadFile(Conflist)
 	if err != nil {
 		return CNIState{}, err
 	}
-	_, err = os.Stat(filepath.Join(CNIBinDir, "capo-ipam"))
-	return CNIState{Conflist: list, CapoInstalled: err == nil}, nil
+	st := CNIState{Conflist: list}
+	for _, name := range capoBinaries {
+		if _, err := os.Stat(filepath.Join(CNIBinDir, name)); err == nil {
+			st.CapoFiles = append(st.CapoFiles, name)
+		}
+	}
+	st.CapoInstalled = len(st.CapoFiles) == len(capoBinaries)
+	return st, nil
 }
 
 // CalicoOnly reports whether the node's CNI is Calico's own again: the
@@ -112,8 +124,8 @@ func (b *Bed) CalicoOnly() error {
 	if !bytes.Equal(st.Conflist, b.CalicoConflist) {
 		return fmt.Errorf("%s is not Calico's own:\n%s", Conflist, st.Conflist)
 	}
-	if st.CapoInstalled {
-		return fmt.Errorf("capo-ipam is still in %s", CNIBinDir)
+	if len(st.CapoFiles) > 0 {
+		return fmt.Errorf("%v still in %s", st.CapoFiles, CNIBinDir)
 	}
 	return nil
 }
@@ -124,8 +136,10 @@ func (b *Bed) RestoreCalicoCNI() error {
 	if err := os.WriteFile(Conflist, b.CalicoConflist, 0o644); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(CNIBinDir, "capo-ipam")); err != nil && !os.IsNotExist(err) {
-		return err
+	for _, name := range capoBinaries {
+		if err := os.Remove(filepath.Join(CNIBinDir, name)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
 	return nil
 }

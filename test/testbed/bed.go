@@ -185,7 +185,7 @@ func (b *Bed) installCNIBinaries() error {
 	if err := os.MkdirAll(b.CNIBinDir, 0o755); err != nil {
 		return err
 	}
-	for name, src := range map[string]string{"calico": b.Bin.Calico, "calico-ipam": b.Bin.Calico, "capo-ipam": b.Bin.CapoIPAM} {
+	for name, src := range map[string]string{"calico": b.Bin.Calico, "calico-ipam": b.Bin.Calico, "capo-ipam": b.Bin.CapoIPAM, "capo-ipam-kube": b.Bin.CapoIPAMKube} {
 		if src == "" {
 			continue // not built (Options.NoCapoBinaries)
 		}

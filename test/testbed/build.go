@@ -17,6 +17,7 @@ type Binaries struct {
 	Etcd, KubeAPIServer string // from test/tools, pinned there
 	Calico              string // the calico CNI binary; calico-ipam is the same file under another name
 	CapoIPAM            string // built from this checkout on every run
+	CapoIPAMKube        string // likewise
 	CapoAgent           string // likewise
 	CapoController      string // likewise
 	CapoInstall         string // likewise
@@ -71,6 +72,7 @@ func BuildBinaries(root, workDir string, skipCapo bool, logf func(string, ...any
 		KubeAPIServer:  filepath.Join(cache, "servers-"+toolsKey, "kube-apiserver"),
 		Calico:         filepath.Join(cache, "calico-"+calicoKey, "calico"),
 		CapoIPAM:       filepath.Join(workDir, "capo-ipam"),
+		CapoIPAMKube:   filepath.Join(workDir, "capo-ipam-kube"),
 		CapoAgent:      filepath.Join(workDir, "capo-agent"),
 		CapoController: filepath.Join(workDir, "capo-controller"),
 		CapoInstall:    filepath.Join(workDir, "capo-install"),
@@ -89,8 +91,8 @@ func BuildBinaries(root, workDir string, skipCapo bool, logf func(string, ...any
 	if skipCapo {
 		return &Binaries{Etcd: b.Etcd, KubeAPIServer: b.KubeAPIServer, Calico: b.Calico}, nil
 	}
-	for pkg, out := range map[string]string{"./cmd/capo-ipam": b.CapoIPAM, "./cmd/capo-agent": b.CapoAgent, "./cmd/capo-controller": b.CapoController, "./cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
-		if err := goBuild(root, pkg, out); err != nil {
+	for pkg, out := range map[string]string{"./cmd/capo-ipam": b.CapoIPAM, "./cmd/capo-ipam-kube": b.CapoIPAMKube, "./cmd/capo-agent": b.CapoAgent, "./cmd/capo-controller": b.CapoController, "./cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
+		if err := goBuildFlags(root, pkg, out, releaseLDFlags); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +135,9 @@ func buildCachedFlags(dir, pkg, out, ldflags string, logf func(string, ...any)) 
 	return os.Rename(tmp, out)
 }
 
-func goBuild(dir, pkg, out string) error { return goBuildFlags(dir, pkg, out, "") }
+// releaseLDFlags strip capo's binaries as `make build` does, so that what
+// the beds run (and the benchmarks time) is what a release ships.
+const releaseLDFlags = "-s -w"
 
 func goBuildFlags(dir, pkg, out, ldflags string) error {
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+ldflags, "-o", out, pkg)

@@ -78,7 +78,7 @@ func (b *Bed) CalicoBinDir(release string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	for name, src := range map[string]string{"calico": calico, "calico-ipam": calico, "capo-ipam": b.Bin.CapoIPAM} {
+	for name, src := range map[string]string{"calico": calico, "calico-ipam": calico, "capo-ipam": b.Bin.CapoIPAM, "capo-ipam-kube": b.Bin.CapoIPAMKube} {
 		if err := copyFile(src, filepath.Join(dir, name), 0o755); err != nil {
 			return "", err
 		}

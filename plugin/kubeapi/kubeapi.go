@@ -1,4 +1,9 @@
-package plugin
+// Package kubeapi reads a pod's and its namespace's annotations from the
+// API server with the calico plugin's own kubeconfig, as the plugin does.
+// It is capo-ipam-kube's, the helper capo-ipam runs only when the node's
+// agent cannot answer: it links net/http and crypto/tls, which capo-ipam
+// itself does not, so that every pod's start does not pay for them.
+package kubeapi
 
 import (
 	"context"
@@ -20,15 +25,15 @@ import (
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-// kubeAnnotations reads from the API server with the calico plugin's own
-// kubeconfig (the netconf's kubernetes.kubeconfig), as the plugin does. It
-// speaks plain HTTPS rather than linking client-go, whose start-up alone
-// would add about 10 ms to every capo-ipam call, ADD and DEL alike.
-type kubeAnnotations struct{ kubeconfig string }
+// Reader reads from the API server with a kubeconfig (the calico plugin's
+// kubernetes.kubeconfig). It speaks plain HTTPS rather than linking
+// client-go, whose start-up alone would add about 10 ms to each run.
+type Reader struct{ Kubeconfig string }
 
-func (k kubeAnnotations) Get(ctx context.Context, ref wire.PodRef) (*wire.AnnotationsResponse, error) {
+// Get reads the pod's and its namespace's annotations, both at once.
+func (k Reader) Get(ctx context.Context, ref wire.PodRef) (*wire.AnnotationsResponse, error) {
 	namespace, pod := ref.Namespace, ref.Name
-	api, err := loadKubeconfig(k.kubeconfig)
+	api, err := loadKubeconfig(k.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package plugin
+package kubeapi
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func writeKubeconfig(t *testing.T, body string) string {
 	return p
 }
 
-func TestKubeAnnotationsWithInstallCNIKubeconfig(t *testing.T) {
+func TestReaderWithInstallCNIKubeconfig(t *testing.T) {
 	srv, ca := apiServer(t)
 	// The shape calico-node's install-cni writes: CA data and a token.
 	kc := writeKubeconfig(t, `apiVersion: v1
@@ -65,14 +65,14 @@ contexts:
     user: calico
 current-context: calico-context
 `)
-	got, err := kubeAnnotations{kubeconfig: kc}.Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"})
+	got, err := Reader{Kubeconfig: kc}.Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Namespace[AnnotationIPv4Pools] != `["ns"]` || got.Pod[AnnotationIPFamilies] != `["IPv4"]` || got.Decision != nil {
+	if got.Namespace["cni.projectcalico.org/ipv4pools"] != `["ns"]` || got.Pod["cni.projectcalico.org/ipFamilies"] != `["IPv4"]` || got.Decision != nil {
 		t.Fatalf("got %+v", got)
 	}
-	if _, err := (kubeAnnotations{kubeconfig: kc}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "gone"}); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := (Reader{Kubeconfig: kc}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "gone"}); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("missing pod: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ users: [{name: u, user: {tokenFile: token}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `), 0o600)
-	if _, err := (kubeAnnotations{kubeconfig: kc}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"}); err != nil {
+	if _, err := (Reader{Kubeconfig: kc}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"}); err != nil {
 		t.Fatal(err)
 	}
 	for body, want := range map[string]string{
@@ -106,7 +106,7 @@ current-context: x
 	// An untrusted server is refused.
 	bad := writeKubeconfig(t, `clusters: [{name: c, cluster: {server: "`+srv.URL+`"}}]
 users: [{name: u, user: {token: s3cret}}]`)
-	if _, err := (kubeAnnotations{kubeconfig: bad}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"}); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if _, err := (Reader{Kubeconfig: bad}).Get(context.Background(), wire.PodRef{Namespace: "kafka", Name: "b-0"}); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("unverified TLS accepted: %v", err)
 	}
 }
