@@ -158,13 +158,20 @@ func TestDelRejectsMalformedCNIArgs(t *testing.T) {
 
 func TestResultIPsAcrossVersions(t *testing.T) {
 	for v, out := range map[string]string{
-		"0.2.0": `{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.2/32"}}`,
-		"0.3.1": `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.0.0.2/32"},{"version":"6","address":"fd00::2/128"}]}`,
-		"1.0.0": `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/32"}]}`,
+		"0.2.0":      `{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.2/32"},"ip6":{"ip":"fd00:0::2/128"}}`,
+		"0.3.1":      `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.0.0.2/32"},{"version":"6","address":"FD00:0:0::2/128"}],"dns":{}}`,
+		"1.0.0":      `{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.2/32"},{"address":"fd00::2/128","gateway":"fd00::1"}]}`,
+		"v4-mapped":  `{"cniVersion":"1.0.0","ips":[{"address":"::ffff:10.0.0.2/128"},{"address":"fd00::2/128"}]}`,
+		"no version": `{"ip4":{"ip":"10.0.0.2/32"},"ip6":{"ip":"fd00::2/128"}}`,
 	} {
-		ips, err := resultIPs(v, []byte(out))
-		if err != nil || len(ips) == 0 || ips[0] != "10.0.0.2" {
+		ips, err := resultIPs([]byte(out))
+		if err != nil || strings.Join(ips, ",") != "10.0.0.2,fd00::2" {
 			t.Errorf("%s: %v %v", v, ips, err)
+		}
+	}
+	for _, out := range []string{`{"ips":[{"address":"10.0.0.300/32"}]}`, `{"ips":`, `{"ip4":{"ip":"10.0.0.2"}}`} {
+		if ips, err := resultIPs([]byte(out)); err == nil {
+			t.Errorf("%s: read %v", out, ips)
 		}
 	}
 }

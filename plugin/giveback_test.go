@@ -85,7 +85,7 @@ func TestReturnAdd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ips, err := resultIPs("0.3.1", out)
+			ips, err := resultIPs(out)
 			if err != nil || strings.Join(ips, ",") != tc.wantIPs {
 				t.Fatalf("result %s (%v), want %s", out, err, tc.wantIPs)
 			}

@@ -5,9 +5,11 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -16,8 +18,6 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/capo-net/capo/pkg/journal"
@@ -156,7 +156,7 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, deps addDeps) e
 		slog.Error("ADD failed", "err", err)
 		return err
 	}
-	ips, err := resultIPs(conf.CNIVersion, out)
+	ips, err := resultIPs(out)
 	if err == nil {
 		rec := &journal.AddrRecord{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName, Pod: pod, IPs: ips, Created: time.Now().UTC()}
 		if info != nil {
@@ -226,22 +226,40 @@ func applyPodIPAMChoices(conf *NetConf, info *wire.AnnotationsResponse, pod stri
 	return nil
 }
 
-// resultIPs reads the addresses from a delegate result of any CNI version.
-func resultIPs(cniVersion string, out []byte) ([]string, error) {
-	if cniVersion == "" {
-		cniVersion = "0.1.0"
+// resultIPs reads the addresses from a delegate result of any CNI version:
+// "ips[].address" since 0.3.0, "ip4.ip" and "ip6.ip" before. It decodes
+// only those fields, not the whole result through the CNI library's version
+// conversions: on every ADD, that took longer than writing the record.
+func resultIPs(out []byte) ([]string, error) {
+	type ipConfig struct {
+		IP string `json:"ip"`
 	}
-	r, err := create.Create(cniVersion, out)
-	if err != nil {
-		return nil, err
+	var r struct {
+		IPs []struct {
+			Address string `json:"address"`
+		} `json:"ips"`
+		IP4 *ipConfig `json:"ip4"`
+		IP6 *ipConfig `json:"ip6"`
 	}
-	cur, err := current.NewResultFromResult(r)
-	if err != nil {
-		return nil, err
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("the delegate's result: %w", err)
 	}
-	var ips []string
-	for _, ip := range cur.IPs {
-		ips = append(ips, ip.Address.IP.String())
+	var cidrs []string
+	for _, ip := range r.IPs {
+		cidrs = append(cidrs, ip.Address)
+	}
+	for _, ip := range []*ipConfig{r.IP4, r.IP6} {
+		if ip != nil {
+			cidrs = append(cidrs, ip.IP)
+		}
+	}
+	ips := make([]string, 0, len(cidrs))
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("the delegate's result: address %q: %w", c, err)
+		}
+		ips = append(ips, p.Addr().Unmap().String())
 	}
 	return ips, nil
 }

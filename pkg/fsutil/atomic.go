@@ -14,17 +14,6 @@ const TempSuffix = ".capo-tmp"
 
 // WriteFileAtomic replaces path with data, durably, with the given mode.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	return writeFile(path, data, mode, true)
-}
-
-// ReplaceFile replaces path with data atomically but not durably: a reader
-// sees the old file or the new one, while after a crash the file may be
-// missing or empty. For hints whose loss costs only a slower path.
-func ReplaceFile(path string, data []byte, mode os.FileMode) error {
-	return writeFile(path, data, mode, false)
-}
-
-func writeFile(path string, data []byte, mode os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*"+TempSuffix)
 	if err != nil {
@@ -44,10 +33,8 @@ func writeFile(path string, data []byte, mode os.FileMode, durable bool) error {
 	if err := f.Chmod(mode); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("syncing %s: %w", path, err)
-		}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -56,9 +43,6 @@ func writeFile(path string, data []byte, mode os.FileMode, durable bool) error {
 		return fmt.Errorf("renaming into %s: %w", path, err)
 	}
 	ok = true
-	if !durable {
-		return nil
-	}
 	return SyncDir(dir)
 }
 

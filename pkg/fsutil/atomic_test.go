@@ -7,12 +7,7 @@ import (
 )
 
 func TestWriteFileAtomic(t *testing.T) {
-	for name, write := range map[string]func(string, []byte, os.FileMode) error{"durable": WriteFileAtomic, "replace": ReplaceFile} {
-		t.Run(name, func(t *testing.T) { testWrite(t, write) })
-	}
-}
-
-func testWrite(t *testing.T, write func(string, []byte, os.FileMode) error) {
+	write := WriteFileAtomic
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a.json")
 	for _, body := range []string{"one", "two, longer"} {

@@ -74,10 +74,27 @@ func TestAddrs(t *testing.T) {
 	if got := d.Addrs("n", "c/../x", "eth0"); !slices.Equal(got, []string{"10.0.0.1", "fd00::1"}) {
 		t.Fatalf("got %v", got)
 	}
+	// A runtime that retries an ADD for the same sandbox writes it again.
+	rec.IPs = []string{"10.0.0.2"}
+	if err := d.RecordAddrs(rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Addrs("n", "c/../x", "eth0"); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Fatalf("rewritten: got %v", got)
+	}
 	files, _ := os.ReadDir(filepath.Join(d.Root, "addrs"))
 	if len(files) != 1 || filepath.Base(files[0].Name()) != files[0].Name() {
-		t.Fatalf("unsafe name: %v", files)
+		t.Fatalf("unsafe name, or a file left beside the record: %v", files)
 	}
+	// A record cut short by a crash reads as no record: the DEL reads
+	// Calico's handle instead.
+	path := filepath.Join(d.Root, "addrs", files[0].Name())
+	whole, _ := os.ReadFile(path)
+	_ = os.WriteFile(path, whole[:len(whole)-1], 0o600)
+	if got := d.AddrRecord("n", "c/../x", "eth0"); got != nil {
+		t.Fatalf("a torn record read as %+v", got)
+	}
+	_ = os.WriteFile(path, whole, 0o600)
 	// A file that is not a record (torn by a crash) is skipped, not fatal.
 	if err := os.WriteFile(filepath.Join(d.Root, "addrs", "torn.json"), nil, 0o600); err != nil {
 		t.Fatal(err)
