@@ -40,6 +40,7 @@ type delDeps struct {
 	journal  Journal
 	rollback bool // Calico is undoing its own failed ADD
 	env      map[string]string
+	steps    *steps // nil: not timed
 }
 
 // del reserves, then releases. The release happens only after the agent has
@@ -55,9 +56,13 @@ func del(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) erro
 	if err != nil {
 		return err
 	}
+	// calico-ipam starts while the agent reserves; it reads the netconf, and
+	// so can release, only once release sends it.
+	defer startAhead(ctx, d.delegate, "DEL", conf)()
 	actx, cancel := context.WithTimeout(ctx, conf.IPAM.AgentTimeout.D())
 	resp, err := d.agent.Reserve(actx, req)
 	cancel()
+	d.steps.done("agent")
 	if err != nil {
 		return journalDel(args, conf, d, req, err)
 	}
@@ -67,7 +72,9 @@ func del(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) erro
 
 // release runs the delegate's DEL and forgets the ADD record.
 func release(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) error {
-	if _, err := d.delegate.Invoke(ctx, "DEL", conf); err != nil {
+	_, err := d.delegate.Invoke(ctx, "DEL", conf)
+	d.steps.done("delegate")
+	if err != nil {
 		slog.Error("DEL failed", "err", err)
 		return err
 	}
@@ -75,6 +82,7 @@ func release(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) 
 		slog.Warn("could not remove the ADD record", "err", err)
 	}
 	slog.Info("DEL delegated", "delegate", conf.DelegateType())
+	d.steps.done("forget")
 	return nil
 }
 

@@ -32,6 +32,7 @@ func (d *ExecDelegate) Request(ctx context.Context, conf *NetConf, cniArgs, ip s
 	if cniArgs != "" {
 		args = cniArgs + ";" + args
 	}
+	d.Stop() // a call started ahead has the runtime's CNI_ARGS, not these
 	e := *d
 	e.Env = withEnv(d.Env, "CNI_ARGS", args)
 	return e.Invoke(ctx, "ADD", conf)

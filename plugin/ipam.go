@@ -96,6 +96,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 }
 
 func cmdDel(args *skel.CmdArgs) error {
+	st := newSteps()
 	c, err := setup(args, true)
 	if err != nil {
 		return blocking(err)
@@ -107,8 +108,12 @@ func cmdDel(args *skel.CmdArgs) error {
 		journal:  c.journal,
 		rollback: parentIsAdding(),
 		env:      cniEnv(),
+		steps:    st,
 	}
-	return blocking(del(c.ctx, args, c.conf, deps))
+	st.done("setup")
+	err = del(c.ctx, args, c.conf, deps)
+	st.log("DEL steps")
+	return blocking(err)
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
@@ -136,6 +141,7 @@ type addDeps struct {
 // ADD does not fail for it.
 func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, deps addDeps) error {
 	d, j, ann, stdout, st := deps.delegate, deps.journal, deps.ann, deps.stdout, deps.steps
+	defer startAhead(ctx, d, "ADD", conf)()
 	pod, _ := podOf(args) // podInfo reports a CNI_ARGS it cannot read, if it matters
 	info, err := podInfo(ctx, args, conf, ann)
 	if err == nil {

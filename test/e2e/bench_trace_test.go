@@ -14,23 +14,24 @@ import (
 	"github.com/capo-net/capo/test/testbed"
 )
 
-// BenchmarkADDTrace is where capo-ipam's ADD spends its time beyond plain
-// calico-ipam's, step by step, for a pod with and without Calico's pool
-// annotation: each round runs plain calico-ipam's ADD, capo-ipam's VERSION
-// (a process start and nothing else, the floor for any IPAM shim) and a
-// traced capo-ipam ADD, interleaved, then tears both sandboxes down:
+// BenchmarkTrace is where capo-ipam's ADD and DEL spend their time beyond
+// plain calico-ipam's, step by step, for a pod with and without Calico's
+// pool annotation (the DEL of a pod that is not reserved, the cost every
+// pod pays): each round runs plain calico-ipam's ADD and DEL, capo-ipam's
+// VERSION (a process start and nothing else, the floor for any IPAM shim)
+// and capo-ipam's ADD and DEL, the verb under test traced, interleaved:
 //
-//	go test -run '^$' -bench ADDTrace -benchtime 100x ./test/e2e/
+//	go test -run '^$' -bench Trace -benchtime 100x ./test/e2e/
 //
 // added-ms is capo's median over plain calico-ipam's; start-ms, the steps
 // and exit-ms add up to capo-ms; delegate-extra-ms is the delegate step over
 // plain calico-ipam's own median (what running it from capo-ipam costs).
-func BenchmarkADDTrace(b *testing.B) {
+func BenchmarkTrace(b *testing.B) {
 	for _, ds := range testbed.Datastores {
 		b.Run(string(ds), func(b *testing.B) {
 			env := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24})
 			pool := fmt.Sprintf(`["%s"]`, env.Pool)
-			for _, c := range []struct {
+			pods := []struct {
 				name  string
 				pod   *corev1.Pod
 				plain map[string]any // what the calico plugin gives calico-ipam for this pod
@@ -40,14 +41,17 @@ func BenchmarkADDTrace(b *testing.B) {
 					"pool-annotation", env.CreatePod("trace-1", testbed.WithAnnotations(map[string]string{"cni.projectcalico.org/ipv4pools": pool})),
 					map[string]any{"ipv4_pools": []string{env.Pool.String()}},
 				},
-			} {
-				b.Run(c.name, func(b *testing.B) { benchTrace(b, env, c.pod, c.plain) })
+			}
+			for _, verb := range []string{"ADD", "DEL"} {
+				for _, c := range pods {
+					b.Run(verb+"/"+c.name, func(b *testing.B) { benchTrace(b, env, verb, c.pod, c.plain) })
+				}
 			}
 		})
 	}
 }
 
-func benchTrace(b *testing.B, env *testbed.Env, pod *corev1.Pod, plainIPAM map[string]any) {
+func benchTrace(b *testing.B, env *testbed.Env, verb string, pod *corev1.Pod, plainIPAM map[string]any) {
 	ctx := context.Background()
 	plain := env.IPAMNetConf(testbed.PlainCalico)
 	if plainIPAM != nil {
@@ -61,20 +65,15 @@ func benchTrace(b *testing.B, env *testbed.Env, pod *corev1.Pod, plainIPAM map[s
 	var plainTook, versionTook, start, exit, total []time.Duration
 	steps := map[string][]time.Duration{}
 	var order []string
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		sb.ContainerID = testbed.NewContainerID()
-		took, err := env.ExecIPAM(ctx, "calico-ipam", "ADD", plain, sb)
-		if err != nil {
-			b.Fatal(err)
+	// call runs one capo-ipam verb, traced if it is the verb under test.
+	call := func(command string) {
+		if command != verb {
+			if _, err := env.ExecIPAM(ctx, "capo-ipam", command, capo, sb); err != nil {
+				b.Fatal(err)
+			}
+			return
 		}
-		plainTook = append(plainTook, took)
-		if _, err := env.ExecIPAM(ctx, "calico-ipam", "DEL", plain, sb); err != nil {
-			b.Fatal(err)
-		}
-		versionTook = append(versionTook, versionCall(b, env))
-		sb.ContainerID = testbed.NewContainerID()
-		tr, err := env.TraceIPAM(ctx, "ADD", capo, sb)
+		tr, err := env.TraceIPAM(ctx, command, capo, sb)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -85,9 +84,23 @@ func benchTrace(b *testing.B, env *testbed.Env, pod *corev1.Pod, plainIPAM map[s
 			}
 			steps[s.Name] = append(steps[s.Name], s.Took)
 		}
-		if _, err := env.ExecIPAM(ctx, "capo-ipam", "DEL", capo, sb); err != nil {
-			b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sb.ContainerID = testbed.NewContainerID()
+		for _, command := range []string{"ADD", "DEL"} {
+			took, err := env.ExecIPAM(ctx, "calico-ipam", command, plain, sb)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if command == verb {
+				plainTook = append(plainTook, took)
+			}
 		}
+		versionTook = append(versionTook, versionCall(b, env))
+		sb.ContainerID = testbed.NewContainerID()
+		call("ADD")
+		call("DEL")
 	}
 	b.StopTimer()
 	med := func(ds []time.Duration) time.Duration { p50, _ := testbed.Percentiles(ds); return p50 }

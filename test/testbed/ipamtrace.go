@@ -104,6 +104,6 @@ func parseTrace(m map[string]any, start, end time.Time) (*Trace, error) {
 	return t, nil
 }
 
-// stepOrder is the order capo-ipam's steps happen in; a step a call did
-// not take is missing from its line.
-var stepOrder = strings.Fields("setup agent return delegate record result")
+// stepOrder is the order capo-ipam's steps happen in, ADD's and DEL's; a
+// step a call did not take is missing from its line.
+var stepOrder = strings.Fields("setup agent return delegate record result forget")
