@@ -185,4 +185,22 @@ func report(b *testing.B, baseName string, base []time.Duration, name string, go
 	b.ReportMetric(testbed.Ms(p99), name+"-p99-ms")
 	b.ReportMetric(float64(p50)/float64(p50b), name+"-ratio-p50")
 	b.ReportMetric(float64(p99)/float64(p99b), name+"-ratio-p99")
+	if d, ok := pairedAdded(base, got); ok {
+		b.ReportMetric(testbed.Ms(d), name+"-added-paired-ms")
+	}
+}
+
+// pairedAdded is the median of got[i]-base[i] over rounds that ran both,
+// interleaved: what got adds, with the datastore's drift from round to
+// round taken out (the difference of two medians keeps it).
+func pairedAdded(base, got []time.Duration) (time.Duration, bool) {
+	if len(base) != len(got) || len(got) == 0 {
+		return 0, false
+	}
+	diffs := make([]time.Duration, len(got))
+	for i := range got {
+		diffs[i] = got[i] - base[i]
+	}
+	p50, _ := testbed.Percentiles(diffs)
+	return p50, true
 }

@@ -23,7 +23,8 @@ import (
 //
 //	go test -run '^$' -bench Trace -benchtime 100x ./test/e2e/
 //
-// added-ms is capo's median over plain calico-ipam's; start-ms, the steps
+// added-ms is capo's median over plain calico-ipam's, added-paired-ms the
+// median of the rounds' differences (steadier); start-ms, the steps
 // and exit-ms add up to capo-ms; delegate-extra-ms is the delegate step over
 // plain calico-ipam's own median (what running it from capo-ipam costs).
 func BenchmarkTrace(b *testing.B) {
@@ -107,6 +108,9 @@ func benchTrace(b *testing.B, env *testbed.Env, verb string, pod *corev1.Pod, pl
 	b.ReportMetric(testbed.Ms(med(plainTook)), "plain-ms")
 	b.ReportMetric(testbed.Ms(med(total)), "capo-ms")
 	b.ReportMetric(testbed.Ms(med(total)-med(plainTook)), "added-ms")
+	if d, ok := pairedAdded(plainTook, total); ok {
+		b.ReportMetric(testbed.Ms(d), "added-paired-ms")
+	}
 	b.ReportMetric(testbed.Ms(med(versionTook)), "version-ms")
 	b.ReportMetric(testbed.Ms(med(start)), "start-ms")
 	for _, name := range order {
