@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func controllerAtScale(b *testing.B, ds testbed.Datastore, held, nodes int) {
 		}
 	}
 	seedNodes(nodes, held/nodes, 0, time.Minute)
+	syscall.Sync() // the controller's pages written back, as an image's are (see agentAtScale)
 	c := env.StartController("scale")
 	passes := func() (float64, float64) {
 		return c.Metric("capo_release_pass_duration_seconds_count"), c.Metric("capo_release_pass_duration_seconds_sum")
