@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"reflect"
+	"runtime/debug"
 	"testing"
 )
 
@@ -34,5 +35,21 @@ func TestReadOnlyMappingsOfTheExecutable(t *testing.T) {
 	want := [][2]uintptr{{0x400000, 0x1e06000}, {0x1e06000, 0x3c42000}}
 	if got := readOnlyMappings(maps, "/usr/bin/capo-agent"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %x, want %x", got, want)
+	}
+}
+
+// Without GOGC in the environment a daemon collects at gcPercent; with it,
+// the operator's value stands.
+func TestGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	LimitMemory()
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Fatalf("GOGC unset: collecting at %d, want %d", got, gcPercent)
+	}
+	t.Setenv("GOGC", "200")
+	LimitMemory()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC=200 in the environment was overridden to %d", got)
 	}
 }
