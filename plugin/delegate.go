@@ -115,8 +115,15 @@ func (d *ExecDelegate) explain(ctx context.Context, name, command string, conf *
 // Nothing can be released or assigned before then: a capo-ipam that dies
 // first closes the pipe, and the delegate fails on the empty netconf.
 // Best effort: if it cannot start, Invoke starts it as usual.
+//
+// Only calico-ipam is started ahead: it reads stdin first (the CNI library's
+// skel, as every plugin built on it), which is what makes this safe; any
+// other delegate is started once its netconf is known.
 func (d *ExecDelegate) StartAhead(ctx context.Context, command string, conf *NetConf) {
 	d.Stop()
+	if conf.DelegateType() != "calico-ipam" {
+		return
+	}
 	path, err := d.find(conf.DelegateType())
 	if err != nil {
 		return

@@ -98,8 +98,10 @@ func TestDelWithAgentDownIsJournaledNotReleased(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// A delegate that leaves a mark: it must not run while the agent is down.
-	if err := os.WriteFile(filepath.Join(bin, "calico-ipam"), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
+	// A delegate that, like any CNI plugin, reads its netconf first and then
+	// acts, leaving a mark: it must not act while the agent is down (it may
+	// have been started ahead, to wait for a netconf that never comes).
+	if err := os.WriteFile(filepath.Join(bin, "calico-ipam"), []byte("#!/bin/sh\nstdin=$(cat)\n[ -n \"$stdin\" ] && echo \"$stdin\" > "+marker+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	conf := `{"cniVersion":"0.3.1","name":"n","ipam":{"type":"capo-ipam","agent_socket":"` + filepath.Join(dir, "no-agent.sock") + `","state_dir":"` + dir + `"}}`
