@@ -122,8 +122,8 @@ func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (strin
 	if err != nil {
 		return "", nil, err
 	}
-	// Without a length the answer ends when the agent closes the connection,
-	// as an HTTP/1.0 answer may.
+	// A length says where the answer ends; without one it ends when the
+	// agent closes the connection, as an HTTP/1.0 answer may.
 	want := int64(-1)
 	if cl := header.Get("Content-Length"); cl != "" {
 		if want, err = strconv.ParseInt(cl, 10, 64); err != nil || want < 0 {
@@ -133,16 +133,19 @@ func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (strin
 	if want > MaxBodyBytes {
 		return "", nil, errTooLarge
 	}
+	if want >= 0 {
+		data := make([]byte, want)
+		if n, err := io.ReadFull(tp.R, data); err != nil {
+			return "", nil, fmt.Errorf("the answer ended after %d of %d bytes: %w", n, want, err)
+		}
+		return status[:3], data, nil
+	}
 	data, err := io.ReadAll(io.LimitReader(tp.R, MaxBodyBytes+1))
-	switch {
-	case err != nil:
+	if err != nil {
 		return "", nil, err
-	case len(data) > MaxBodyBytes:
+	}
+	if len(data) > MaxBodyBytes {
 		return "", nil, errTooLarge
-	case want >= 0 && int64(len(data)) < want:
-		return "", nil, fmt.Errorf("the answer ended after %d of %d bytes: %w", len(data), want, io.ErrUnexpectedEOF)
-	case want >= 0:
-		data = data[:want]
 	}
 	return status[:3], data, nil
 }

@@ -134,3 +134,32 @@ func TestClientCancelledMidCall(t *testing.T) {
 		t.Fatalf("a cancelled call took %s", d)
 	}
 }
+
+// An answer with a length is read to its length: an agent that keeps the
+// connection open after it does not hold the call.
+func TestClientDoesNotWaitForCloseAfterALength(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = conn.Read(make([]byte, 4096))
+		_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{\"outcome\":\"not-selected\"}"))
+		time.Sleep(3 * time.Second)
+	}()
+	start := time.Now()
+	resp, err := NewClient(sock).Reserve(context.Background(), &ReserveRequest{})
+	if err != nil || resp.Outcome != NotSelected {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the call waited %s for the connection to close", d)
+	}
+}
