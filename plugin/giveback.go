@@ -170,11 +170,17 @@ func encodeResult(r *current.Result, cniVersion string) ([]byte, error) {
 
 // report tells the agent, briefly: the pod is up either way, and an
 // unheard report only leaves a reservation to end as any other does.
+// reportTimeout bounds telling the agent how a return ended.
+const reportTimeout = 2 * time.Second
+
 func report(rep Reporter, o *wire.ReturnOutcome) {
 	if rep == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The pod already has its addresses: this wait delays only its start, and
+	// a report lost to a busy agent (one just started, paging its code back
+	// in) leaves the reservation to its TTL.
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 	defer cancel()
 	if err := rep.ReportReturn(ctx, o); err != nil {
 		slog.Warn("could not tell the agent how a return ended", "outcome", o.Outcome, "err", err)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -153,32 +154,52 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 		slog.Warn("a pod got its addresses back but is not known to the agent: its reservations end as any other does", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs)
 		return
 	}
+	var released []reserve.Ref
+	for attempt := 1; ; attempt++ {
+		var err error
+		if released, err = r.endReturned(ctx, pod, o.IPs); err == nil {
+			break
+		}
+		if attempt == returnedAttempts || !sleep(ctx, time.Second) {
+			slog.Warn("ending the reservations of returned addresses; they end as any other does", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "err", err)
+			return
+		}
+	}
+	slog.Info("released", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "reason", wire.Returned, "refs", released)
+	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(o.IPs, " and "))
+}
+
+// returnedAttempts bounds the tries at ending a return's reservations: the
+// datastore may be briefly away, and each try is cheap.
+const returnedAttempts = 3
+
+// endReturned ends the pod's reservations of ips that are still pending:
+// none written since the report (guard clears those). An error leaves them
+// pending for another try.
+func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []string) ([]reserve.Ref, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l, err := r.store.List(ctx)
 	if err != nil {
-		slog.Warn("reading reservations to end those returned", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "err", err)
-		return
+		return nil, fmt.Errorf("reading reservations: %w", err)
 	}
 	var refs []reserve.Ref
 	for _, e := range giveback.Held(l.Entries, pod) {
-		if slices.Contains(o.IPs, e.IP) && r.pending[e.IP] {
+		if slices.Contains(ips, e.IP) && r.pending[e.IP] {
 			refs = append(refs, e.Ref())
 		}
-	}
-	for _, ip := range o.IPs {
-		delete(r.pending, ip)
 	}
 	released, err := r.store.Release(ctx, refs)
 	for _, ref := range released {
 		r.held.remove([]string{ref.IP})
 	}
 	if err != nil {
-		slog.Warn("ending the reservations of returned addresses", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "err", err)
-		return
+		return released, err
 	}
-	slog.Info("released", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "reason", wire.Returned, "refs", released)
-	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(o.IPs, " and "))
+	for _, ip := range ips {
+		delete(r.pending, ip)
+	}
+	return released, nil
 }
 
 // heldIndex remembers this node's reservations, from every read of them

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -64,5 +65,36 @@ func TestHeldIndex(t *testing.T) {
 	h.remove([]string{"fd00::3"})
 	if h.has(pod("pod-1", "set-1")) {
 		t.Fatal("an ended reservation is still indexed")
+	}
+}
+
+// flakyStore fails its first Release, as a datastore briefly away does.
+type flakyStore struct {
+	reserve.Store
+	fails int
+}
+
+func (s *flakyStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
+	if s.fails > 0 {
+		s.fails--
+		return nil, errors.New("etcdserver: request timed out")
+	}
+	return s.Store.Release(ctx, refs)
+}
+
+// A return's reservation still ends when the datastore fails the first try.
+func TestReturnedRetriesTheRelease(t *testing.T) {
+	ctx := context.Background()
+	store := &flakyStore{Store: reservetest.NewStore(reserve.DefaultLimits), fails: 1}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
+	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
+	if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+	r.expect([]string{"10.0.0.3"})
+	r.returned(ctx, pod, wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned})
+	if held, err := store.ListNode(ctx, "n1"); err != nil || len(held) != 0 {
+		t.Fatalf("held after the return: %v %v", held, err)
 	}
 }
