@@ -12,6 +12,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/config"
@@ -41,6 +42,34 @@ type returner struct {
 	// addresses whose reservations are still to end.
 	mu      sync.Mutex
 	pending map[string]bool
+
+	// offered are the pods offered addresses, by UID, until capo-ipam says
+	// how the offer ended: its report is judged on the pod as it was
+	// offered, should the pod be gone from the cache or the API server be
+	// slow to answer by then.
+	offeredMu sync.Mutex
+	offered   map[types.UID]*corev1.Pod
+}
+
+// maxOffered bounds the offers remembered while their reports are awaited.
+const maxOffered = 256
+
+func (r *returner) rememberOffer(pod *corev1.Pod) {
+	r.offeredMu.Lock()
+	defer r.offeredMu.Unlock()
+	if r.offered == nil || len(r.offered) >= maxOffered {
+		r.offered = map[types.UID]*corev1.Pod{}
+	}
+	r.offered[pod.UID] = pod
+}
+
+// offeredPod is the pod an offer went to, forgotten as it is read.
+func (r *returner) offeredPod(uid string) *corev1.Pod {
+	r.offeredMu.Lock()
+	defer r.offeredMu.Unlock()
+	p := r.offered[types.UID(uid)]
+	delete(r.offered, types.UID(uid))
+	return p
 }
 
 // expect notes addresses given back, before capo-ipam's ADD returns: any
@@ -96,6 +125,7 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 		}
 	}
 	r.metrics.returns.WithLabelValues("offered", "").Inc()
+	r.rememberOffer(pod)
 	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", giveback.IPs(held))
 	return &wire.Return{IPs: giveback.IPs(held)}
 }

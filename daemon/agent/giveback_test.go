@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +99,36 @@ func TestReturnedRetriesTheRelease(t *testing.T) {
 	r.returned(ctx, pod, wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned})
 	if held, err := store.ListNode(ctx, "n1"); err != nil || len(held) != 0 {
 		t.Fatalf("held after the return: %v %v", held, err)
+	}
+}
+
+// capo-ipam's report of a return is judged on the pod the offer went to
+// when the agent can no longer find it (gone from the cache, the API server
+// slow): the reservation still ends.
+func TestReturnReportForAPodNoLongerFound(t *testing.T) {
+	ctx := context.Background()
+	store := reservetest.NewStore(reserve.DefaultLimits)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
+	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
+	if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+	r.rememberOffer(pod) // as offer does when it answers capo-ipam's ADD
+	srv := &server{cluster: &fakeCluster{}, returner: r, metrics: r.metrics}
+	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"ips":["10.0.0.3"],"outcome":"returned"}`
+	w := httptest.NewRecorder()
+	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(body)))
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		held, err := store.ListNode(ctx, "n1")
+		if err == nil && len(held) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still held after the report: %v %v", held, err)
+		}
 	}
 }

@@ -154,9 +154,14 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	if !readRequest(w, r, "return outcome", &o) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	// Not tied to capo-ipam's connection: the report is acted on even if
+	// capo-ipam stops waiting for the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 	defer cancel()
 	pod := a.cluster.Pod(ctx, o.Pod)
+	if offered := a.returner.offeredPod(o.Pod.UID); pod == nil {
+		pod = offered
+	}
 	if o.Outcome == wire.Returned {
 		a.returner.expect(o.IPs)
 		go a.returner.returned(context.WithoutCancel(ctx), pod, o)
