@@ -163,7 +163,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	go func() { errc <- a.server.serve(ctx, l) }()
+	served := make(chan struct{})
+	go func() { errc <- a.server.serve(ctx, l); close(served) }()
 	go a.drainer.run(ctx)
 	go a.sweeper.run(ctx, a.reapplied)
 	go a.countLoop(ctx)
@@ -179,6 +180,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
 	select {
 	case <-ctx.Done():
+		// The socket's last answers, and the returns they started, finish
+		// before the agent goes: a return cut off would stay reserved.
+		<-served
 		return nil
 	case err := <-errc:
 		return err

@@ -49,6 +49,20 @@ type returner struct {
 	// slow to answer by then.
 	offeredMu sync.Mutex
 	offered   map[types.UID]*corev1.Pod
+
+	// inflight are the returns whose reservations are being ended: the
+	// agent waits for them before it exits.
+	inflight sync.WaitGroup
+}
+
+// wait waits for the returns in flight, until ctx ends.
+func (r *returner) wait(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { r.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // maxOffered bounds the offers remembered while their reports are awaited.

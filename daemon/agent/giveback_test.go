@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +132,47 @@ func TestReturnReportForAPodNoLongerFound(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("still held after the report: %v %v", held, err)
 		}
+	}
+}
+
+// slowStore takes its time to end reservations, as a busy datastore does.
+type slowStore struct {
+	reserve.Store
+	delay time.Duration
+}
+
+func (s *slowStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
+	time.Sleep(s.delay)
+	return s.Store.Release(ctx, refs)
+}
+
+// An agent told to stop (a rolling update) ends the returns it was told of
+// before its server returns: cut off, they would stay reserved.
+func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	store := &slowStore{Store: reservetest.NewStore(reserve.DefaultLimits), delay: 300 * time.Millisecond}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
+	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
+	if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+	srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
+	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "a.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.serve(ctx, l) }()
+	client := wire.NewClient(l.Addr().String())
+	if err := client.ReportReturn(ctx, &wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned}); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // SIGTERM while the reservation is being ended
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if held, err := store.ListNode(context.Background(), "n1"); err != nil || len(held) != 0 {
+		t.Fatalf("the server stopped with the return's reservation still held: %v %v", held, err)
 	}
 }

@@ -73,15 +73,19 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:       10 * time.Second,
 		MaxHeaderBytes:    8 << 10,
 	}
+	shutdown := make(chan struct{})
 	go func() { //nolint:gosec // G118: the shutdown runs after ctx is done, so it needs a context of its own
+		defer close(shutdown)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		a.returner.wait(sctx)
 	}()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-shutdown // answers in flight, and the returns they started, finish first
 	return nil
 }
 
@@ -164,7 +168,11 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	}
 	if o.Outcome == wire.Returned {
 		a.returner.expect(o.IPs)
-		go a.returner.returned(context.WithoutCancel(ctx), pod, o)
+		a.returner.inflight.Add(1)
+		go func() {
+			defer a.returner.inflight.Done()
+			a.returner.returned(context.WithoutCancel(ctx), pod, o)
+		}()
 	} else {
 		a.returner.fellBack(pod, &o)
 	}
