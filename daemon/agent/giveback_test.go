@@ -27,12 +27,7 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 	for _, teardownFirst := range []bool{false, true} {
 		ctx := context.Background()
 		store := reservetest.NewStore(reserve.DefaultLimits)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
-		e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
-		if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
-			t.Fatal(err)
-		}
-		r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+		r, pod := returnerHolding(t, store)
 		r.expect([]string{"10.0.0.3"})
 		if teardownFirst {
 			r.guard([]string{"10.0.0.3"})() // the DEL's reservation write
@@ -91,12 +86,7 @@ func (s *flakyStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve
 func TestReturnedRetriesTheRelease(t *testing.T) {
 	ctx := context.Background()
 	store := &flakyStore{Store: reservetest.NewStore(reserve.DefaultLimits), fails: 1}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
-	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
-	if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
-		t.Fatal(err)
-	}
-	r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+	r, pod := returnerHolding(t, store)
 	r.expect([]string{"10.0.0.3"})
 	r.returned(ctx, pod, wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned})
 	if held, err := store.ListNode(ctx, "n1"); err != nil || len(held) != 0 {
@@ -110,12 +100,7 @@ func TestReturnedRetriesTheRelease(t *testing.T) {
 func TestReturnReportForAPodNoLongerFound(t *testing.T) {
 	ctx := context.Background()
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
-	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
-	if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
-		t.Fatal(err)
-	}
-	r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+	r, pod := returnerHolding(t, store)
 	r.rememberOffer(pod) // as offer does when it answers capo-ipam's ADD
 	srv := &server{cluster: &fakeCluster{}, returner: r, metrics: r.metrics}
 	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"ips":["10.0.0.3"],"outcome":"returned"}`
@@ -151,12 +136,7 @@ func (s *slowStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.
 func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	store := &slowStore{Store: reservetest.NewStore(reserve.DefaultLimits), delay: 300 * time.Millisecond}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
-	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
-	if _, err := store.Reserve(ctx, "n1", []reserve.Entry{e}); err != nil {
-		t.Fatal(err)
-	}
-	r := &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}
+	r, pod := returnerHolding(t, store)
 	srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
 	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "a.sock"))
 	if err != nil {
@@ -175,4 +155,16 @@ func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
 	if held, err := store.ListNode(context.Background(), "n1"); err != nil || len(held) != 0 {
 		t.Fatalf("the server stopped with the return's reservation still held: %v %v", held, err)
 	}
+}
+
+// returnerHolding is a returner over store, which it makes hold 10.0.0.3
+// for pod ns/redis-3 (UID pod-2), and that pod.
+func returnerHolding(t *testing.T, store reserve.Store) (*returner, *corev1.Pod) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
+	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
+	if _, err := store.Reserve(context.Background(), "n1", []reserve.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	return &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}, pod
 }

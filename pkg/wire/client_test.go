@@ -67,8 +67,9 @@ func TestClientReserve(t *testing.T) {
 }
 
 // serveRaw answers every connection with answer, byte for byte, once it has
-// read the request's head, then closes it.
-func serveRaw(t *testing.T, answer string) string {
+// read the request's head, then holds the connection open for hold before
+// it closes it.
+func serveRaw(t *testing.T, answer string, hold time.Duration) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "a.sock")
 	l, err := net.Listen("unix", sock)
@@ -82,10 +83,12 @@ func serveRaw(t *testing.T, answer string) string {
 			if err != nil {
 				return
 			}
-			buf := make([]byte, 4096)
-			_, _ = conn.Read(buf)
-			_, _ = conn.Write([]byte(answer))
-			_ = conn.Close()
+			go func() {
+				defer conn.Close()
+				_, _ = conn.Read(make([]byte, 4096))
+				_, _ = conn.Write([]byte(answer))
+				time.Sleep(hold)
+			}()
 		}
 	}()
 	return sock
@@ -107,7 +110,7 @@ func TestClientReadsAnswersByHand(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := NewClient(serveRaw(t, tc.answer)).Reserve(context.Background(), &ReserveRequest{ContainerID: "c", Network: "n"})
+			resp, err := NewClient(serveRaw(t, tc.answer, 0)).Reserve(context.Background(), &ReserveRequest{ContainerID: "c", Network: "n"})
 			if tc.wantErr == "" {
 				if err != nil || resp.Outcome != NotSelected {
 					t.Fatalf("%+v %v", resp, err)
@@ -138,22 +141,7 @@ func TestClientCancelledMidCall(t *testing.T) {
 // An answer with a length is read to its length: an agent that keeps the
 // connection open after it does not hold the call.
 func TestClientDoesNotWaitForCloseAfterALength(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		_, _ = conn.Read(make([]byte, 4096))
-		_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{\"outcome\":\"not-selected\"}"))
-		time.Sleep(3 * time.Second)
-	}()
+	sock := serveRaw(t, "HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{\"outcome\":\"not-selected\"}", 3*time.Second)
 	start := time.Now()
 	resp, err := NewClient(sock).Reserve(context.Background(), &ReserveRequest{})
 	if err != nil || resp.Outcome != NotSelected {
