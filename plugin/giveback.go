@@ -51,36 +51,82 @@ type Reporter interface {
 	ReportReturn(ctx context.Context, o *wire.ReturnOutcome) error
 }
 
+// returning is a return as capo-ipam's ADD carries it out: the agent's
+// offer, the sandbox asking, and who hears how it ended.
+type returning struct {
+	offer   *wire.Return
+	pod     wire.PodRef
+	podName string // namespace/name, for logs
+	sandbox wire.Sandbox
+	args    string // the runtime's CNI_ARGS
+	rep     Reporter
+}
+
 // returnAdd is the ADD of a pod the agent offered addresses to: each
 // requested from the delegate, all of them or none. If the delegate
 // refuses one, what it assigned is released and the pod gets an ordinary
 // ADD with fresh addresses; the reservation stays, and the agent hears why.
-func returnAdd(ctx context.Context, args, podName string, conf *NetConf, d Delegate, rep Reporter, pod wire.PodRef, ret *wire.Return) ([]byte, error) {
+// A return that succeeds does not end the reservation either: the agent
+// ends it once Calico shows this sandbox up with the addresses, so a
+// set-up that fails after IPAM (Calico then releases them) leaves them held.
+func returnAdd(ctx context.Context, conf *NetConf, d Delegate, rt returning) ([]byte, error) {
 	r, ok := d.(Requester)
+	ret := rt.offer
 	if ret == nil || len(ret.IPs) == 0 || !ok {
 		return d.Invoke(ctx, "ADD", conf)
 	}
+	outcome := &wire.ReturnOutcome{Pod: rt.pod, Sandbox: rt.sandbox, IPs: ret.IPs}
 	if want, got := families(conf.IPAM.Delegate), familiesOf(ret.IPs); want != got {
-		why := fmt.Sprintf("capo holds %s for the pod, which is given %s", got, want)
-		slog.Info("a returning pod gets fresh addresses: the families held are not the pod's", "pod", podName, "ips", ret.IPs, "why", why)
-		report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: reasonFamilies, Why: why})
+		outcome.Outcome, outcome.Reason = wire.FellBack, reasonFamilies
+		outcome.Why = fmt.Sprintf("capo holds %s for the pod, which is given %s", got, want)
+		slog.Info("a returning pod gets fresh addresses: the families held are not the pod's", "pod", rt.podName, "ips", ret.IPs, "why", outcome.Why)
+		report(rt.rep, outcome)
 		return d.Invoke(ctx, "ADD", conf)
 	}
-	out, assigned, err := requestAll(ctx, r, conf, args, ret.IPs)
+	actx, cancel := context.WithTimeout(ctx, returnShare(ctx))
+	out, assigned, err := requestAll(actx, r, conf, rt.args, ret.IPs)
+	timedOut := actx.Err() != nil
+	cancel()
 	if err == nil {
-		slog.Info("gave a returning pod its addresses back", "pod", podName, "ips", ret.IPs)
-		report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.Returned})
+		slog.Info("gave a returning pod its addresses back", "pod", rt.podName, "ips", ret.IPs)
+		outcome.Outcome = wire.Returned
+		report(rt.rep, outcome)
 		return out, nil
 	}
-	why := fmt.Sprintf("calico-ipam would not assign %s: %v", strings.Join(ret.IPs, " and "), err)
-	slog.Warn("a returning pod gets fresh addresses instead of its own", "pod", podName, "ips", ret.IPs, "err", err)
-	if assigned > 0 { // one family came back, the other not: neither does
-		if _, derr := d.Invoke(ctx, "DEL", conf); derr != nil {
-			slog.Warn("releasing what the refused request assigned", "err", derr)
-		}
+	slog.Warn("a returning pod gets fresh addresses instead of its own", "pod", rt.podName, "ips", ret.IPs, "err", err)
+	if assigned > 0 || timedOut { // one family came back and not the other, or a request was cut off: neither stays
+		undo(ctx, d, conf)
 	}
-	report(rep, &wire.ReturnOutcome{Pod: pod, IPs: ret.IPs, Outcome: wire.FellBack, Reason: reasonRefused, Why: why})
+	outcome.Outcome, outcome.Reason = wire.FellBack, reasonRefused
+	outcome.Why = fmt.Sprintf("calico-ipam would not assign %s: %v", strings.Join(ret.IPs, " and "), err)
+	report(rt.rep, outcome)
 	return d.Invoke(ctx, "ADD", conf)
+}
+
+// maxReturnShare bounds the attempt at a return: a requested address takes
+// calico-ipam tens of milliseconds; one stuck behind the host's IPAM lock
+// must leave the ordinary ADD the time a plain calico-ipam call would have.
+const maxReturnShare = 15 * time.Second
+
+// returnShare is the attempt's part of the ADD's deadline: a quarter, at
+// most maxReturnShare.
+func returnShare(ctx context.Context) time.Duration {
+	share := maxReturnShare
+	if dl, ok := ctx.Deadline(); ok {
+		share = min(share, time.Until(dl)/4)
+	}
+	return share
+}
+
+// undo releases what a failed return assigned under the sandbox's handle,
+// within the same share: the addresses are still reserved, so releasing
+// them frees nothing for another pod.
+func undo(ctx context.Context, d Delegate, conf *NetConf) {
+	uctx, cancel := context.WithTimeout(ctx, returnShare(ctx))
+	defer cancel()
+	if _, err := d.Invoke(uctx, "DEL", conf); err != nil {
+		slog.Warn("releasing what the refused request assigned", "err", err)
+	}
 }
 
 // families are what calico-ipam assigns under its ipam block: IPv4 unless

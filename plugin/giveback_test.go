@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -81,7 +82,9 @@ func TestReturnAdd(t *testing.T) {
 				ret = &wire.Return{IPs: tc.offer}
 			}
 			pod := wire.PodRef{Namespace: "ns", Name: "redis-3"}
-			out, err := returnAdd(context.Background(), "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", "ns/redis-3", mustConf(t, tc.conf), d, rep, pod, ret)
+			sb := wire.Sandbox{Network: "net1", ContainerID: "c1", IfName: "eth0"}
+			rt := returning{offer: ret, pod: pod, podName: "ns/redis-3", sandbox: sb, args: "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", rep: rep}
+			out, err := returnAdd(context.Background(), mustConf(t, tc.conf), d, rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,9 +100,55 @@ func TestReturnAdd(t *testing.T) {
 				t.Errorf("reported %+v", rep.got)
 			case tc.outcome != "" && (len(rep.got) != 1 || rep.got[0].Outcome != tc.outcome):
 				t.Errorf("reported %+v, want %s", rep.got, tc.outcome)
+			case tc.outcome != "" && rep.got[0].Sandbox != sb:
+				t.Errorf("reported sandbox %+v, want %+v: the agent confirms the return on it", rep.got[0].Sandbox, sb)
 			case tc.outcome == wire.FellBack && !strings.Contains(rep.got[0].Why, "already assigned") && !strings.Contains(rep.got[0].Why, "is given IPv4 and IPv6"):
 				t.Errorf("why %q does not carry calico-ipam's answer", rep.got[0].Why)
 			}
 		})
+	}
+}
+
+// slowDelegate's requested address never comes (calico-ipam stuck behind
+// the host's IPAM lock); its plain ADD notes how much time it was left.
+type slowDelegate struct {
+	addrDelegate
+	left time.Duration
+}
+
+func (d *slowDelegate) Invoke(ctx context.Context, cmd string, conf *NetConf) ([]byte, error) {
+	if cmd == "ADD" {
+		dl, _ := ctx.Deadline()
+		d.left = time.Until(dl)
+	}
+	return d.addrDelegate.Invoke(ctx, cmd, conf)
+}
+
+func (d *slowDelegate) Request(ctx context.Context, _ *NetConf, _, ip string) ([]byte, error) {
+	d.calls = append(d.calls, "ADD "+ip)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A return stuck in calico-ipam gets its own share of the ADD's deadline:
+// the ordinary ADD after it keeps most of the time a plain ADD would have,
+// and whatever the cut-off request may have assigned is released first.
+func TestReturnAttemptHasItsOwnShare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	d := &slowDelegate{addrDelegate: addrDelegate{fresh: "10.0.0.50"}}
+	rt := returning{offer: &wire.Return{IPs: []string{"10.0.0.3"}}, podName: "ns/redis-3", rep: &fakeReporter{}}
+	out, err := returnAdd(ctx, mustConf(t, testConf), d, rt)
+	if err != nil {
+		t.Fatalf("the ADD failed where a plain ADD would have started the pod: %v", err)
+	}
+	if ips, _ := resultIPs(out); strings.Join(ips, ",") != "10.0.0.50" {
+		t.Fatalf("result %s, want the fresh address", out)
+	}
+	if d.left < time.Second {
+		t.Errorf("the ordinary ADD was left %v of 2s", d.left)
+	}
+	if got := strings.Join(d.calls, "|"); got != "ADD 10.0.0.3|DEL|ADD" {
+		t.Errorf("delegate calls %s, want the cut-off request undone before the ADD", got)
 	}
 }

@@ -156,7 +156,11 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, deps addDeps) e
 	if info != nil {
 		ret = info.Return
 	}
-	out, err := returnAdd(ctx, args.Args, pod.Namespace+"/"+pod.Name, conf, d, deps.reporter, pod, ret)
+	rt := returning{
+		offer: ret, pod: pod, podName: pod.Namespace + "/" + pod.Name, args: args.Args, rep: deps.reporter,
+		sandbox: wire.Sandbox{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+	}
+	out, err := returnAdd(ctx, conf, d, rt)
 	st.done("delegate")
 	if err != nil {
 		slog.Error("ADD failed", "err", err)

@@ -49,19 +49,20 @@ type Options struct {
 // Agent is the composition root: it builds the parts on real clients and
 // runs them. Each part gets only what it uses.
 type Agent struct {
-	opts    Options
-	kube    kubernetes.Interface
-	meta    metadata.Interface
-	store   reserve.Store
-	config  *config.Holder
-	metrics *metrics
-	cluster *informerCluster
-	batcher *reserve.Batcher
-	server  *server
-	drainer *drainer
-	sweeper *sweeper
-	cni     *cniManager // nil without --manage-cni
-	held    *heldIndex  // pods with reservations on this node, for returns
+	opts     Options
+	kube     kubernetes.Interface
+	meta     metadata.Interface
+	store    reserve.Store
+	config   *config.Holder
+	metrics  *metrics
+	cluster  *informerCluster
+	batcher  *reserve.Batcher
+	server   *server
+	drainer  *drainer
+	sweeper  *sweeper
+	cni      *cniManager // nil without --manage-cni
+	held     *heldIndex  // pods with reservations on this node, for returns
+	returner *returner
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
 	ready     atomic.Bool
@@ -94,9 +95,11 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	ret := &returner{
 		node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
 		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics,
+		sandboxes: calicoSandboxes{calico: calico},
 	}
+	a.returner = ret
 	dec.guard = ret.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	a.sweeper = &sweeper{
 		node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
@@ -220,4 +223,19 @@ func (a *Agent) countReserved(ctx context.Context) {
 	}
 	a.metrics.reservedIPs.Set(float64(len(entries)))
 	a.held.replace(entries)
+	a.returner.reconcile(ctx, entries, a.cluster.cachedPod, a.ifNameOf)
+}
+
+// ifNameOf is the interface capo-ipam recorded for the sandbox behind a
+// Calico handle, the pod's usual one when no record says.
+func (a *Agent) ifNameOf(handle string) string {
+	recs, err := journal.Dir{Root: a.opts.StateDir}.AddrRecords()
+	if err == nil {
+		for _, r := range recs {
+			if r.Handle() == handle {
+				return r.IfName
+			}
+		}
+	}
+	return "eth0"
 }

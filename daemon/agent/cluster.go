@@ -168,6 +168,11 @@ func (f *informerCluster) Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod 
 	return p
 }
 
+// cachedPod is the live pod of that name on this node, from the cache alone.
+func (f *informerCluster) cachedPod(namespace, name string) *corev1.Pod {
+	return kubeclient.Cached[corev1.Pod](f.pods, namespace+"/"+name)
+}
+
 func (f *informerCluster) tombstone(ref wire.PodRef) *corev1.Pod {
 	f.mu.Lock()
 	defer f.mu.Unlock()

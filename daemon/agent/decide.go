@@ -78,7 +78,11 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 	}
 	entries := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
-		entries = append(entries, entryFor(ip, req, pod, a.now()))
+		e := entryFor(ip, req, pod, a.now())
+		if pod == nil {
+			e.SetOwner(req.AtAdd)
+		}
+		entries = append(entries, e)
 	}
 	if a.guard != nil {
 		defer a.guard(ips)()

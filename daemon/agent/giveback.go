@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -23,36 +22,50 @@ import (
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-// returner answers the ADD of a returning pod: the addresses
-// capo holds for it, checked against Calico, or why they are not given
-// back. Pods that are not candidates cost nothing; a candidate with
-// nothing held on this node costs a look in memory (held).
+// returner carries out returns (returnAddress; package giveback decides
+// them): it answers the ADD of a returning pod with the addresses capo
+// holds for it, checked against Calico, or why they are not given back,
+// and ends their reservations once Calico shows the pod up with them.
+// Pods that are not candidates cost nothing; a candidate with nothing held
+// on this node costs a look in memory (held).
 type returner struct {
-	node     string
-	store    reserve.Store
-	calico   clientv3.Interface
-	mode     func() config.ReturnMode
-	held     *heldIndex
-	timeout  time.Duration // for the whole lookup; past it the pod gets a fresh address
-	recorder record.EventRecorder
-	metrics  *metrics
+	node      string
+	store     reserve.Store
+	calico    clientv3.Interface
+	sandboxes Sandboxes
+	mode      func() config.ReturnMode
+	held      *heldIndex
+	timeout   time.Duration // for the whole lookup; past it the pod gets a fresh address
+	recorder  record.EventRecorder
+	metrics   *metrics
+	// confirmFor bounds how long a reported return is watched for its
+	// sandbox to come up; past it, the periodic reconcile takes over.
+	confirmFor time.Duration
 
-	// mu orders the end of returned addresses' reservations with new
-	// reservations of the same addresses (guard); pending are the
-	// addresses whose reservations are still to end.
-	mu      sync.Mutex
-	pending map[string]bool
+	// locks order the end of a returned address's reservation with new
+	// reservations of the same address (guard), address by address.
+	locks addrLocks
+	// pending are the addresses whose reservations are to end once their
+	// sandbox is up; a reservation written since removes them.
+	pendingMu sync.Mutex
+	pending   map[string]bool
 
-	// offered are the pods offered addresses, by UID, until capo-ipam says
-	// how the offer ended: its report is judged on the pod as it was
-	// offered, should the pod be gone from the cache or the API server be
-	// slow to answer by then.
+	// offered are the offers made, by pod UID, until capo-ipam says how
+	// each ended: a report is acted on only for an offer the agent made,
+	// and judged on the pod as it was offered, should the pod be gone from
+	// the cache or the API server be slow to answer by then.
 	offeredMu sync.Mutex
-	offered   map[types.UID]*corev1.Pod
+	offered   map[types.UID]offer
 
-	// inflight are the returns whose reservations are being ended: the
-	// agent waits for them before it exits.
+	// inflight are the returns being confirmed and ended: the agent waits
+	// for them before it exits.
 	inflight sync.WaitGroup
+}
+
+// offer is an offer made to a pod: its object then, and the addresses.
+type offer struct {
+	pod *corev1.Pod
+	ips []string
 }
 
 // wait waits for the returns in flight, until ctx ends.
@@ -68,29 +81,33 @@ func (r *returner) wait(ctx context.Context) {
 // maxOffered bounds the offers remembered while their reports are awaited.
 const maxOffered = 256
 
-func (r *returner) rememberOffer(pod *corev1.Pod) {
+func (r *returner) rememberOffer(pod *corev1.Pod, ips []string) {
 	r.offeredMu.Lock()
 	defer r.offeredMu.Unlock()
 	if r.offered == nil || len(r.offered) >= maxOffered {
-		r.offered = map[types.UID]*corev1.Pod{}
+		r.offered = map[types.UID]offer{}
 	}
-	r.offered[pod.UID] = pod
+	r.offered[pod.UID] = offer{pod: pod, ips: ips}
 }
 
-// offeredPod is the pod an offer went to, forgotten as it is read.
-func (r *returner) offeredPod(uid string) *corev1.Pod {
+// takeOffer is the offer made to the pod uid covering every one of ips,
+// forgotten as it is read; false when the agent made no such offer.
+func (r *returner) takeOffer(uid string, ips []string) (offer, bool) {
 	r.offeredMu.Lock()
 	defer r.offeredMu.Unlock()
-	p := r.offered[types.UID(uid)]
+	o, ok := r.offered[types.UID(uid)]
+	if !ok || len(ips) == 0 || slices.ContainsFunc(ips, func(ip string) bool { return !slices.Contains(o.ips, ip) }) {
+		return offer{}, false
+	}
 	delete(r.offered, types.UID(uid))
-	return p
+	return o, true
 }
 
-// expect notes addresses given back, before capo-ipam's ADD returns: any
-// teardown after it reserves them anew, and that reservation must stay.
+// expect notes addresses whose reservations are to end once their sandbox
+// is up; any teardown before then reserves them anew, and that must stay.
 func (r *returner) expect(ips []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
 	if r.pending == nil {
 		r.pending = map[string]bool{}
 	}
@@ -99,14 +116,27 @@ func (r *returner) expect(ips []string) {
 	}
 }
 
-// guard is taken by every reservation write: the addresses it reserves are
-// no longer to be ended as returned.
-func (r *returner) guard(ips []string) func() {
-	r.mu.Lock()
+// isPending reports whether ip's reservation is still to end as returned.
+func (r *returner) isPending(ip string) bool {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	return r.pending[ip]
+}
+
+func (r *returner) settle(ips []string) {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
 	for _, ip := range ips {
 		delete(r.pending, ip)
 	}
-	return r.mu.Unlock
+}
+
+// guard is taken by every reservation write, for its addresses only: they
+// are no longer to be ended as returned.
+func (r *returner) guard(ips []string) func() {
+	unlock := r.locks.lock(ips)
+	r.settle(ips)
+	return unlock
 }
 
 // offer is the Return for pod, or nil when it is not a candidate or
@@ -121,12 +151,15 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	held, err := r.lookup(ctx, mode, pod)
+	held, others, err := r.lookup(ctx, mode, pod)
 	if err != nil {
 		return r.refuse(pod, nil, giveback.Unreadable, "reading the reservations: "+err.Error())
 	}
 	if len(held) == 0 {
 		return nil
+	}
+	if reason, why := giveback.HeldForAnother(held, others, pod); reason != "" {
+		return r.refuse(pod, held, reason, why)
 	}
 	view, err := calicoview.Read(ctx, r.calico, r.node, held)
 	if err != nil {
@@ -139,22 +172,25 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 		}
 	}
 	r.metrics.returns.WithLabelValues("offered", "").Inc()
-	r.rememberOffer(pod)
+	r.rememberOffer(pod, giveback.IPs(held))
 	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", giveback.IPs(held))
 	return &wire.Return{IPs: giveback.IPs(held)}
 }
 
-// lookup finds the reservations held for pod: in the index of this node's
-// for sameNode, in every object for anyNode (a pod may come back anywhere).
-func (r *returner) lookup(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) ([]reserve.Entry, error) {
-	if mode == config.ReturnSameNode {
-		return giveback.Held(r.held.entries(), pod), nil
-	}
+// lookup reads the reservations afresh: those held for pod (this node's
+// for sameNode, any node's for anyNode: a pod may come back anywhere) and
+// every other. The index only spares the read to pods with nothing held;
+// it can be 30 s old, and what it holds may have ended or changed hands.
+func (r *returner) lookup(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) (held, all []reserve.Entry, err error) {
 	l, err := r.store.List(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return giveback.Held(l.Entries, pod), nil
+	mine := l.Entries
+	if mode == config.ReturnSameNode {
+		mine = slices.DeleteFunc(slices.Clone(l.Entries), func(e reserve.Entry) bool { return e.Node != r.node })
+	}
+	return giveback.Held(mine, pod), l.Entries, nil
 }
 
 // refuse says why held addresses are not given back: in the log, in the
@@ -185,65 +221,6 @@ func (r *returner) fellBack(pod *corev1.Pod, o *wire.ReturnOutcome) {
 	if pod != nil {
 		r.event(pod, o.IPs, o.Why)
 	}
-}
-
-// returned ends the reservations of addresses a returning pod got back,
-// with reason returned. Only the pod's own identity's entries end: an
-// address held for someone else stays held.
-func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnOutcome) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	r.metrics.returns.WithLabelValues(wire.Returned, "").Inc()
-	if pod == nil {
-		slog.Warn("a pod got its addresses back but is not known to the agent: its reservations end as any other does", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs)
-		return
-	}
-	var released []reserve.Ref
-	for attempt := 1; ; attempt++ {
-		var err error
-		if released, err = r.endReturned(ctx, pod, o.IPs); err == nil {
-			break
-		}
-		if attempt == returnedAttempts || !sleep(ctx, time.Second) {
-			slog.Warn("ending the reservations of returned addresses; they end as any other does", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "err", err)
-			return
-		}
-	}
-	slog.Info("released", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "reason", wire.Returned, "refs", released)
-	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(o.IPs, " and "))
-}
-
-// returnedAttempts bounds the tries at ending a return's reservations: the
-// datastore may be briefly away, and each try is cheap.
-const returnedAttempts = 3
-
-// endReturned ends the pod's reservations of ips that are still pending:
-// none written since the report (guard clears those). An error leaves them
-// pending for another try.
-func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []string) ([]reserve.Ref, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l, err := r.store.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading reservations: %w", err)
-	}
-	var refs []reserve.Ref
-	for _, e := range giveback.Held(l.Entries, pod) {
-		if slices.Contains(ips, e.IP) && r.pending[e.IP] {
-			refs = append(refs, e.Ref())
-		}
-	}
-	released, err := r.store.Release(ctx, refs)
-	for _, ref := range released {
-		r.held.remove([]string{ref.IP})
-	}
-	if err != nil {
-		return released, err
-	}
-	for _, ip := range ips {
-		delete(r.pending, ip)
-	}
-	return released, nil
 }
 
 // heldIndex remembers this node's reservations, from every read of them

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 	"github.com/capo-net/capo/pkg/wire"
@@ -32,7 +34,7 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 		if teardownFirst {
 			r.guard([]string{"10.0.0.3"})() // the DEL's reservation write
 		}
-		r.returned(ctx, pod, wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned})
+		r.returned(ctx, pod, reportFor("10.0.0.3"))
 		held, err := store.ListNode(ctx, "n1")
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +90,7 @@ func TestReturnedRetriesTheRelease(t *testing.T) {
 	store := &flakyStore{Store: reservetest.NewStore(reserve.DefaultLimits), fails: 1}
 	r, pod := returnerHolding(t, store)
 	r.expect([]string{"10.0.0.3"})
-	r.returned(ctx, pod, wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned})
+	r.returned(ctx, pod, reportFor("10.0.0.3"))
 	if held, err := store.ListNode(ctx, "n1"); err != nil || len(held) != 0 {
 		t.Fatalf("held after the return: %v %v", held, err)
 	}
@@ -101,9 +103,9 @@ func TestReturnReportForAPodNoLongerFound(t *testing.T) {
 	ctx := context.Background()
 	store := reservetest.NewStore(reserve.DefaultLimits)
 	r, pod := returnerHolding(t, store)
-	r.rememberOffer(pod) // as offer does when it answers capo-ipam's ADD
+	r.rememberOffer(pod, []string{"10.0.0.3"}) // as offer does when it answers capo-ipam's ADD
 	srv := &server{cluster: &fakeCluster{}, returner: r, metrics: r.metrics}
-	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"ips":["10.0.0.3"],"outcome":"returned"}`
+	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"sandbox":{"network":"k8s-pod-network","containerID":"new"},"ips":["10.0.0.3"],"outcome":"returned"}`
 	w := httptest.NewRecorder()
 	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(body)))
 	if w.Code != http.StatusOK {
@@ -145,7 +147,9 @@ func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.serve(ctx, l) }()
 	client := wire.NewClient(l.Addr().String())
-	if err := client.ReportReturn(ctx, &wire.ReturnOutcome{Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"}, IPs: []string{"10.0.0.3"}, Outcome: wire.Returned}); err != nil {
+	r.rememberOffer(pod, []string{"10.0.0.3"})
+	report := reportFor("10.0.0.3")
+	if err := client.ReportReturn(ctx, &report); err != nil {
 		t.Fatal(err)
 	}
 	cancel() // SIGTERM while the reservation is being ended
@@ -166,5 +170,49 @@ func returnerHolding(t *testing.T, store reserve.Store) (*returner, *corev1.Pod)
 	if _, err := store.Reserve(context.Background(), "n1", []reserve.Entry{e}); err != nil {
 		t.Fatal(err)
 	}
-	return &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics()}, pod
+	pod.Spec.NodeName = "n1"
+	sb := &fakeSandboxes{state: sandboxUp, holder: "k8s-pod-network.new"}
+	return &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics(), sandboxes: sb}, pod
+}
+
+// reportFor is capo-ipam's report that redis-3's new sandbox got ips back.
+func reportFor(ips ...string) wire.ReturnOutcome {
+	return wire.ReturnOutcome{
+		Pod:     wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-2"},
+		Sandbox: wire.Sandbox{Network: "k8s-pod-network", ContainerID: "new", IfName: "eth0"},
+		IPs:     ips, Outcome: wire.Returned,
+	}
+}
+
+// fakeSandboxes answers as Calico would for redis-3's new sandbox: its
+// state (after settingUp reads of "setting up"), and who holds 10.0.0.3.
+type fakeSandboxes struct {
+	mu        sync.Mutex
+	state     sandboxState
+	settingUp int
+	holder    string // handle; "" = free
+	reads     int
+}
+
+func (f *fakeSandboxes) State(_ context.Context, _ string, _ *corev1.Pod, sb wire.Sandbox, _ []string) (sandboxState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if f.holder != sb.Handle() {
+		return sandboxGone, nil
+	}
+	if f.settingUp > 0 {
+		f.settingUp--
+		return sandboxSettingUp, nil
+	}
+	return f.state, nil
+}
+
+func (f *fakeSandboxes) Holder(_ context.Context, _ string) (*calicoipam.Holder, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holder == "" {
+		return nil, nil
+	}
+	return &calicoipam.Holder{Handle: f.holder, Namespace: "ns", Pod: "redis-3"}, nil
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -61,6 +62,9 @@ type server struct {
 	timeout   func() time.Duration // for one decision
 	metrics   *metrics
 	returner  *returner
+	// records reads capo-ipam's ADD record of a sandbox from the host's
+	// state dir; nil: none is trusted.
+	records func(network, containerID, ifName string) *journal.AddrRecord
 }
 
 func (a *server) serve(ctx context.Context, l net.Listener) error {
@@ -116,6 +120,7 @@ func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request lacks containerID or network")
 		return
 	}
+	a.fromRecord(&req)
 	ctx, cancel := context.WithTimeout(r.Context(), a.timeout())
 	defer cancel()
 	resp, err := a.decider.Decide(ctx, &req)
@@ -127,6 +132,21 @@ func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	}
 	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "socket").Inc()
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// fromRecord replaces what a request says capo-ipam saw at ADD with what
+// capo-ipam wrote on the host: anyone who can reach the socket could send
+// addresses to reserve (and so push the oldest reservations out through the
+// count limit), or a decision for a pod long gone. With no record, the
+// agent reads Calico's handle.
+func (a *server) fromRecord(req *wire.ReserveRequest) {
+	req.RecordedIPs, req.AtAdd = nil, nil
+	if a.records == nil {
+		return
+	}
+	if rec := a.records(req.Network, req.ContainerID, req.IfName); rec != nil {
+		req.RecordedIPs, req.AtAdd = rec.IPs, rec.AtAdd
+	}
 }
 
 // handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
@@ -152,10 +172,21 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleReturnOutcome hears from capo-ipam how an offer ended. It answers
-// at once: the reservations of returned addresses end in the background.
+// at once; a return is confirmed against Calico and its reservations end
+// in the background. The socket is trusted no further than that: a report
+// for an offer the agent did not make is ignored, and one for an offer it
+// made ends nothing until Calico shows the pod's sandbox up with the
+// addresses.
 func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	var o wire.ReturnOutcome
 	if !readRequest(w, r, "return outcome", &o) {
+		return
+	}
+	made, ok := a.returner.takeOffer(o.Pod.UID, o.IPs)
+	if !ok {
+		a.metrics.returns.WithLabelValues("unoffered", "").Inc()
+		slog.Warn("a return report for no offer the agent made: ignored", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "outcome", o.Outcome)
+		writeJSON(w, http.StatusOK, struct{}{})
 		return
 	}
 	// Not tied to capo-ipam's connection: the report is acted on even if
@@ -163,8 +194,8 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
 	defer cancel()
 	pod := a.cluster.Pod(ctx, o.Pod)
-	if offered := a.returner.offeredPod(o.Pod.UID); pod == nil {
-		pod = offered
+	if pod == nil {
+		pod = made.pod
 	}
 	if o.Outcome == wire.Returned {
 		a.returner.expect(o.IPs)
@@ -186,7 +217,11 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 func atAdd(ns *metav1.PartialObjectMetadata, pod *corev1.Pod, selectors []selection.Selector) *wire.Decision {
 	optedIn := &selection.Object{Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}
 	d := selection.Decide(optedIn, selection.Of(ns), selection.Of(pod), selectors)
-	return &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
+	out := &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		out.Owner = &wire.Owner{Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+	}
+	return out
 }
 
 // calicoOnly keeps the annotations the calico plugin reads for IPAM.

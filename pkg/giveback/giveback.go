@@ -41,10 +41,11 @@ const (
 	Families       Reason = "families"          // held for fewer address families than the pod is given
 	Refused        Reason = "refused"           // calico-ipam refused the requested address
 	Unreadable     Reason = "unreadable"        // the datastore could not be read in time
+	HeldForOther   Reason = "held-for-another"  // the address is also reserved for another pod's identity
 )
 
 // Reasons lists every Reason, for metrics.
-var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable}
+var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable, HeldForOther}
 
 // Candidate reports whether pod may get addresses back, or why not:
 // selected on this node, not opted out, with returnAddress on. d is the
@@ -123,4 +124,26 @@ func IPs(es []reserve.Entry) []string {
 		out = append(out, e.IP)
 	}
 	return slices.Clip(out)
+}
+
+// HeldForAnother says why held may not be given back to pod when an
+// address in it is also reserved, on some node, for another identity (a
+// lost node's teardown reserved by capo-controller, an operator's entry):
+// that reservation is someone else's promise. "" when none is.
+func HeldForAnother(held, all []reserve.Entry, pod *corev1.Pod) (Reason, string) {
+	for _, h := range held {
+		for _, o := range all {
+			if o.IP == h.IP && !Owns(pod, o) {
+				return HeldForOther, fmt.Sprintf("%s is also reserved for %s (node %s, %s)", h.IP, who(o), o.Node, o.Reason)
+			}
+		}
+	}
+	return "", ""
+}
+
+func who(e reserve.Entry) string {
+	if e.Pod == "" {
+		return "an entry with no pod"
+	}
+	return e.Namespace + "/" + e.Pod
 }

@@ -132,3 +132,18 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// An address also reserved for another identity is that identity's
+// promise: it is not given back, whoever else holds it.
+func TestHeldForAnother(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
+	mine := reserve.Entry{IP: "10.0.0.3", Node: "n1", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
+	theirs := reserve.Entry{IP: "10.0.0.3", Node: "n2", Namespace: "ns", Pod: "kafka-0", PodUID: "pod-9", Reason: reserve.ReasonNodeLost}
+	if r, _ := HeldForAnother([]reserve.Entry{mine}, []reserve.Entry{mine}, pod); r != "" {
+		t.Fatalf("refused its own: %s", r)
+	}
+	r, why := HeldForAnother([]reserve.Entry{mine}, []reserve.Entry{mine, theirs}, pod)
+	if r != HeldForOther || !strings.Contains(why, "ns/kafka-0") {
+		t.Fatalf("%s %q", r, why)
+	}
+}

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // Reasons an address was reserved.
@@ -71,6 +73,16 @@ func (e *Entry) SetPod(p *corev1.Pod) {
 	if ref := metav1.GetControllerOf(p); ref != nil {
 		e.OwnerKind, e.OwnerName, e.OwnerUID = ref.Kind, ref.Name, string(ref.UID)
 	}
+}
+
+// SetOwner fills the pod's controller from the decision capo-ipam recorded
+// at ADD, for a teardown whose pod object is gone: a StatefulSet's next
+// member still finds the address held for it.
+func (e *Entry) SetOwner(at *wire.Decision) {
+	if at == nil || at.Owner == nil || e.OwnerUID != "" {
+		return
+	}
+	e.OwnerKind, e.OwnerName, e.OwnerUID = at.Owner.Kind, at.Owner.Name, at.Owner.UID
 }
 
 // same reports whether two entries say the same, times compared as instants.

@@ -47,10 +47,31 @@ type ReserveRequest struct {
 type Decision struct {
 	Selected bool   `json:"selected"`
 	Rule     string `json:"rule,omitempty"`
+	// Owner is the pod's controller when the decision was made at ADD: a
+	// teardown decided after the pod object is gone still names the
+	// StatefulSet whose member may get the address back.
+	Owner *Owner `json:"owner,omitempty"`
+}
+
+// Owner is a pod's controlling object.
+type Owner struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	UID  string `json:"uid"`
 }
 
 // Handle is Calico's IPAM handle for the sandbox.
 func (r *ReserveRequest) Handle() string { return r.Network + "." + r.ContainerID }
+
+// Sandbox names a pod's network sandbox as the runtime's CNI call does.
+type Sandbox struct {
+	Network     string `json:"network"` // conflist name
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+}
+
+// Handle is Calico's IPAM handle for the sandbox.
+func (s Sandbox) Handle() string { return s.Network + "." + s.ContainerID }
 
 // Outcome tells capo-ipam the release may go ahead, and why.
 type Outcome string
@@ -109,7 +130,11 @@ type Return struct {
 // the addresses: their reservations end) or FellBack (calico-ipam would
 // not assign them, the pod got fresh ones and the reservations stay).
 type ReturnOutcome struct {
-	Pod     PodRef   `json:"pod"`
+	Pod PodRef `json:"pod"`
+	// Sandbox is the one that requested the addresses: the agent ends their
+	// reservations only once Calico shows that sandbox's endpoint up with
+	// them, so a sandbox whose set-up fails after IPAM leaves them reserved.
+	Sandbox Sandbox  `json:"sandbox"`
 	IPs     []string `json:"ips"`
 	Outcome string   `json:"outcome"`
 	Reason  string   `json:"reason,omitempty"`

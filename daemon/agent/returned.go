@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/capo-net/capo/pkg/giveback"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// defaultConfirmFor bounds the watch on a reported return: the calico
+// plugin writes the endpoint a few hundred milliseconds after IPAM.
+const defaultConfirmFor = 30 * time.Second
+
+// returned follows a return capo-ipam reported until Calico shows its
+// sandbox up with the addresses, then ends their reservations (reason
+// returned). A sandbox whose set-up fails after IPAM never comes up: the
+// calico plugin releases the addresses, and they stay reserved.
+func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnOutcome) {
+	wait := r.confirmFor
+	if wait == 0 {
+		wait = defaultConfirmFor
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	name := o.Pod.Namespace + "/" + o.Pod.Name
+	state, err := r.awaitUp(ctx, pod, o.Sandbox, o.IPs)
+	switch {
+	case state == sandboxGone:
+		r.metrics.returns.WithLabelValues("rolled-back", "").Inc()
+		slog.Warn("a sandbox given its addresses back did not come up (Calico released them): they stay reserved", "pod", name, "ips", o.IPs, "sandbox", o.Sandbox.ContainerID)
+		return
+	case state != sandboxUp:
+		slog.Warn("a return is not confirmed yet: its reservations end when a later check sees the pod up with them", "pod", name, "ips", o.IPs, "err", err)
+		return
+	}
+	r.metrics.returns.WithLabelValues(wire.Returned, "").Inc()
+	r.end(ctx, pod, o.IPs)
+}
+
+// awaitUp polls Calico until the sandbox is up or gone, or ctx ends.
+func (r *returner) awaitUp(ctx context.Context, pod *corev1.Pod, sb wire.Sandbox, ips []string) (sandboxState, error) {
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		state, err := r.sandboxes.State(ctx, r.node, pod, sb, ips)
+		if err == nil && state != sandboxSettingUp {
+			return state, nil
+		}
+		if !slices.ContainsFunc(ips, r.isPending) {
+			return sandboxSettingUp, fmt.Errorf("reserved anew by a teardown since")
+		}
+		if !sleep(ctx, pause) {
+			return sandboxSettingUp, fmt.Errorf("not up within the wait (last read: %v)", err)
+		}
+	}
+}
+
+// end ends the pod's reservations of ips, a few tries over a datastore
+// briefly away; past them the reconcile tries again.
+func (r *returner) end(ctx context.Context, pod *corev1.Pod, ips []string) {
+	name := pod.Namespace + "/" + pod.Name
+	var released []reserve.Ref
+	for attempt := 1; ; attempt++ {
+		var err error
+		if released, err = r.endReturned(ctx, pod, ips); err == nil {
+			break
+		}
+		if attempt == returnedAttempts || !sleep(ctx, time.Second) {
+			slog.Warn("ending the reservations of returned addresses; the next check tries again", "pod", name, "ips", ips, "err", err)
+			return
+		}
+	}
+	if len(released) == 0 {
+		return
+	}
+	slog.Info("released", "pod", name, "reason", wire.Returned, "refs", released)
+	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(ips, " and "))
+}
+
+// returnedAttempts bounds the tries at ending a return's reservations: the
+// datastore may be briefly away, and each try is cheap.
+const returnedAttempts = 3
+
+// endReturned ends the pod's reservations of ips that are still pending:
+// none written since (guard settles those). It holds those addresses'
+// locks only; an error leaves them pending for another try.
+func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []string) ([]reserve.Ref, error) {
+	unlock := r.locks.lock(ips)
+	defer unlock()
+	l, err := r.store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations: %w", err)
+	}
+	var refs []reserve.Ref
+	for _, e := range l.Entries {
+		if giveback.Owns(pod, e) && slices.Contains(ips, e.IP) && r.isPending(e.IP) {
+			refs = append(refs, e.Ref())
+		}
+	}
+	released, err := r.store.Release(ctx, refs)
+	for _, ref := range released {
+		r.held.remove([]string{ref.IP})
+	}
+	if err != nil {
+		return released, err
+	}
+	r.settle(ips)
+	return released, nil
+}
+
+// reconcile ends the reservations of addresses their own pod has back on
+// this node with no report heard (capo-ipam could not reach the agent, or
+// the agent restarted while it watched): Calico allocates the address to
+// the pod's current sandbox, whose endpoint is up with it. Run after each
+// read of the node's reservations.
+func (r *returner) reconcile(ctx context.Context, entries []reserve.Entry, podOf func(namespace, name string) *corev1.Pod, ifNameOf func(handle string) string) {
+	for _, e := range entries {
+		pod := podOf(e.Namespace, e.Pod)
+		if pod == nil || pod.Spec.NodeName != r.node || !giveback.Owns(pod, e) || pod.Annotations[giveback.PodAnnotation] == giveback.Disabled {
+			continue
+		}
+		sb, ok := r.currentSandbox(ctx, e, pod, ifNameOf)
+		if !ok {
+			continue
+		}
+		r.expect([]string{e.IP})
+		if state, err := r.sandboxes.State(ctx, r.node, pod, sb, []string{e.IP}); err != nil || state != sandboxUp {
+			continue
+		}
+		slog.Info("a pod has its address back with no report heard: ending its reservation", "pod", e.Namespace+"/"+e.Pod, "ip", e.IP)
+		r.metrics.returns.WithLabelValues(wire.Returned, "reconciled").Inc()
+		r.end(ctx, pod, []string{e.IP})
+	}
+}
+
+// currentSandbox is the sandbox Calico allocates e's address to, when it
+// is the pod's and not the one torn down when e was reserved.
+func (r *returner) currentSandbox(ctx context.Context, e reserve.Entry, pod *corev1.Pod, ifNameOf func(string) string) (wire.Sandbox, bool) {
+	h, err := r.sandboxes.Holder(ctx, e.IP)
+	if err != nil || h == nil || h.Handle == "" || e.IsSandbox(h.Handle) || !h.Is(pod.Namespace, pod.Name) {
+		return wire.Sandbox{}, false
+	}
+	return sandboxOfHandle(h.Handle, ifNameOf(h.Handle))
+}
