@@ -78,7 +78,7 @@ func newMetrics() *metrics {
 		}),
 		returns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_agent_address_returns_total",
-			Help: "Returning pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), returned (given back: the reservations end), refused (not offered: reason says why) and fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones).",
+			Help: "Returning pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), returned (given back and confirmed: Calico shows the pod's sandbox up with them, and the reservations end; reason reconciled when no report was heard and a periodic check found it), rolled-back (given back, but the sandbox's set-up failed after IPAM and Calico released them: they stay reserved), refused (not offered: reason says why), fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones) and unoffered (a report on the socket for no offer the agent made: ignored).",
 		}, []string{"outcome", "reason"}),
 	}
 	m.reg.MustRegister(m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,

@@ -62,6 +62,8 @@ func TestRollbackAfterReturnKeepsTheReservation(t *testing.T) {
 				if err := failing.Add(context.Background()); err == nil {
 					t.Fatal("the trigger did not make Calico's ADD fail")
 				}
+				// The failed ADD was a return: the member was offered its address.
+				env.Agent.WaitMetric(float64(2*i+1), "capo_agent_address_returns_total", `outcome="offered"`)
 				// The runtime tears the failed sandbox down; the DEL must pass.
 				if err := failing.Del(context.Background()); err != nil {
 					t.Fatalf("DEL of the failed sandbox: %v", err)
@@ -85,6 +87,7 @@ func TestRollbackAfterReturnKeepsTheReservation(t *testing.T) {
 					_, held := env.Reservations()[old.IP()]
 					return !held
 				})
+				env.Agent.WaitMetric(float64(i+1), "capo_agent_address_returns_total", `outcome="rolled-back"`)
 			})
 		}
 	})
