@@ -10,8 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/giveback"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -99,7 +99,7 @@ func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []strin
 	}
 	var refs []reserve.Ref
 	for _, e := range l.Entries {
-		if giveback.Owns(pod, e) && slices.Contains(ips, e.IP) && r.isPending(e.IP) {
+		if returns.Owns(pod, e) && slices.Contains(ips, e.IP) && r.isPending(e.IP) {
 			refs = append(refs, e.Ref())
 		}
 	}
@@ -122,7 +122,7 @@ func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []strin
 func (r *returner) reconcile(ctx context.Context, entries []reserve.Entry, podOf func(namespace, name string) *corev1.Pod, ifNameOf func(handle string) string) {
 	for _, e := range entries {
 		pod := podOf(e.Namespace, e.Pod)
-		if pod == nil || pod.Spec.NodeName != r.node || !giveback.Owns(pod, e) || pod.Annotations[giveback.PodAnnotation] == giveback.Disabled {
+		if pod == nil || pod.Spec.NodeName != r.node || !returns.Owns(pod, e) || pod.Annotations[returns.PodAnnotation] == returns.Disabled {
 			continue
 		}
 		sb, ok := r.currentSandbox(ctx, e, pod, ifNameOf)

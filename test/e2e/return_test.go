@@ -15,9 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/giveback"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
+	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -176,7 +176,7 @@ func TestReturningPodGetsItsAddressBack(t *testing.T) {
 			name string
 			opts []testbed.PodOption // of the pod as it comes back
 		}{
-			{"opted out", []testbed.PodOption{testbed.StatefulPod("zk"), testbed.WithAnnotations(map[string]string{giveback.PodAnnotation: giveback.Disabled})}},
+			{"opted out", []testbed.PodOption{testbed.StatefulPod("zk"), testbed.WithAnnotations(map[string]string{returns.PodAnnotation: returns.Disabled})}},
 			{"StatefulSet re-created with a new UID", []testbed.PodOption{testbed.StatefulPod("zk"), func(p *corev1.Pod) { p.OwnerReferences[0].UID = "uid-new-set" }}},
 		}
 		for i, tc := range fresh {

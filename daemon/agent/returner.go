@@ -15,14 +15,14 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/giveback"
-	"github.com/capo-net/capo/pkg/giveback/calicoview"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
+	"github.com/capo-net/capo/pkg/returns/calicoview"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
-// returner carries out returns (returnAddress; package giveback decides
+// returner carries out returns (returnAddress; package returns decides
 // them): it answers the ADD of a returning pod with the addresses capo
 // holds for it, checked against Calico, or why they are not given back,
 // and ends their reservations once Calico shows the pod up with them.
@@ -143,7 +143,7 @@ func (r *returner) guard(ips []string) func() {
 // nothing is held for it.
 func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.PartialObjectMetadata, d selection.Decision) *wire.Return {
 	mode := r.mode()
-	if ok, _ := giveback.Candidate(mode, pod, d); !ok {
+	if ok, _ := returns.Candidate(mode, pod, d); !ok {
 		return nil
 	}
 	if mode == config.ReturnSameNode && !r.held.has(pod) {
@@ -153,28 +153,28 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	defer cancel()
 	held, others, err := r.lookup(ctx, mode, pod)
 	if err != nil {
-		return r.refuse(pod, nil, giveback.Unreadable, "reading the reservations: "+err.Error())
+		return r.refuse(pod, nil, returns.Unreadable, "reading the reservations: "+err.Error())
 	}
 	if len(held) == 0 {
 		return nil
 	}
-	if reason, why := giveback.HeldForAnother(held, others, pod); reason != "" {
+	if reason, why := returns.HeldForAnother(held, others, pod); reason != "" {
 		return r.refuse(pod, held, reason, why)
 	}
 	view, err := calicoview.Read(ctx, r.calico, r.node, held)
 	if err != nil {
-		return r.refuse(pod, held, giveback.Unreadable, err.Error())
+		return r.refuse(pod, held, returns.Unreadable, err.Error())
 	}
 	ns := namespaceOf(nsMeta)
 	for _, e := range held {
-		if reason, why := giveback.Check(mode, e, view.Facts(e, ns, pod.Annotations)); reason != "" {
+		if reason, why := returns.Check(mode, e, view.Facts(e, ns, pod.Annotations)); reason != "" {
 			return r.refuse(pod, held, reason, why)
 		}
 	}
 	r.metrics.returns.WithLabelValues("offered", "").Inc()
-	r.rememberOffer(pod, giveback.IPs(held))
-	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", giveback.IPs(held))
-	return &wire.Return{IPs: giveback.IPs(held)}
+	r.rememberOffer(pod, returns.IPs(held))
+	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held))
+	return &wire.Return{IPs: returns.IPs(held)}
 }
 
 // lookup reads the reservations afresh: those held for pod (this node's
@@ -190,18 +190,18 @@ func (r *returner) lookup(ctx context.Context, mode config.ReturnMode, pod *core
 	if mode == config.ReturnSameNode {
 		mine = slices.DeleteFunc(slices.Clone(l.Entries), func(e reserve.Entry) bool { return e.Node != r.node })
 	}
-	return giveback.Held(mine, pod), l.Entries, nil
+	return returns.Held(mine, pod), l.Entries, nil
 }
 
 // refuse says why held addresses are not given back: in the log, in the
 // metrics and, when something is held, on the pod.
-func (r *returner) refuse(pod *corev1.Pod, held []reserve.Entry, reason giveback.Reason, why string) *wire.Return {
+func (r *returner) refuse(pod *corev1.Pod, held []reserve.Entry, reason returns.Reason, why string) *wire.Return {
 	r.metrics.returns.WithLabelValues("refused", string(reason)).Inc()
-	slog.Info("not giving a returning pod its addresses back", "pod", pod.Namespace+"/"+pod.Name, "ips", giveback.IPs(held), "reason", reason, "why", why)
+	slog.Info("not giving a returning pod its addresses back", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held), "reason", reason, "why", why)
 	if len(held) > 0 {
-		r.event(pod, giveback.IPs(held), why)
+		r.event(pod, returns.IPs(held), why)
 	}
-	return &wire.Return{Held: giveback.IPs(held), Reason: string(reason), Why: why}
+	return &wire.Return{Held: returns.IPs(held), Reason: string(reason), Why: why}
 }
 
 func (r *returner) event(pod *corev1.Pod, ips []string, why string) {
@@ -212,9 +212,9 @@ func (r *returner) event(pod *corev1.Pod, ips []string, why string) {
 // fellBack records what capo-ipam reports: offered addresses that
 // calico-ipam would not give back.
 func (r *returner) fellBack(pod *corev1.Pod, o *wire.ReturnOutcome) {
-	reason := giveback.Refused // a bounded label whatever the socket says
-	if slices.Contains(giveback.Reasons, giveback.Reason(o.Reason)) {
-		reason = giveback.Reason(o.Reason)
+	reason := returns.Refused // a bounded label whatever the socket says
+	if slices.Contains(returns.Reasons, returns.Reason(o.Reason)) {
+		reason = returns.Reason(o.Reason)
 	}
 	r.metrics.returns.WithLabelValues(wire.FellBack, string(reason)).Inc()
 	slog.Warn("a returning pod got fresh addresses instead of its own", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "reason", o.Reason, "why", o.Why)

@@ -1,4 +1,4 @@
-// Package calicoview reads from Calico's datastore what giveback.Check
+// Package calicoview reads from Calico's datastore what returns.Check
 // decides on: the pools, the node, IPAM's strict affinity, felix's route
 // programming and who holds each address. capo-agent reads it on a
 // returning pod's ADD, capoctl explain to tell an operator.
@@ -22,8 +22,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/calicoipam"
-	"github.com/capo-net/capo/pkg/giveback"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
 )
 
 // View is Calico as seen from the node a pod starts on.
@@ -96,8 +96,8 @@ func (v *View) readRouting(ctx context.Context, c clientv3.Interface) error {
 // Facts are the view's facts about e for a pod of namespace ns, whose
 // Calico pool annotations (the pod's, else its namespace's) podAnn and
 // nsAnn are.
-func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]string) giveback.Facts {
-	f := giveback.Facts{
+func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]string) returns.Facts {
+	f := returns.Facts{
 		Node: v.node.Name, Holder: v.holders[e.IP], StrictAffinity: v.strictAffinity, ClusterRoutes: v.clusterRoutes,
 		NodeBGP: v.node.Spec.BGP != nil,
 	}
@@ -122,12 +122,12 @@ func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]st
 	return f
 }
 
-func (v *View) pool(p apiv3.IPPool, ns *corev1.Namespace) *giveback.Pool {
+func (v *View) pool(p apiv3.IPPool, ns *corev1.Namespace) *returns.Pool {
 	onNode, err := ipam.SelectsNode(p, *v.node)
 	onNode = onNode && err == nil
 	forNS, err := ipam.SelectsNamespace(p, ns)
 	forNS = forNS && err == nil
-	return &giveback.Pool{
+	return &returns.Pool{
 		Name: p.Name, CIDR: p.Spec.CIDR, Disabled: p.Spec.Disabled,
 		Workloads:   len(p.Spec.AllowedUses) == 0 || slices.Contains(p.Spec.AllowedUses, apiv3.IPPoolAllowedUseWorkload),
 		SelectsNode: onNode, SelectsNamespace: forNS,

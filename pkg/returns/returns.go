@@ -1,9 +1,9 @@
-// Package giveback decides whether a StatefulSet pod that starts again gets
+// Package returns decides whether a StatefulSet pod that starts again gets
 // back the addresses capo holds for it. It is pure: the pod, the
 // reservations and what Calico says about each address go in; an offer, or
 // the reason there is none, comes out. The agent asks it on the ADD, capoctl
 // explain asks it to tell an operator.
-package giveback
+package returns
 
 import (
 	"fmt"

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/giveback"
+	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
@@ -27,7 +27,7 @@ const (
 // changed), which the agent checks on the ADD and reports in an Event.
 func (c *cli) explainReturn(pod *corev1.Pod, d selection.Decision) error {
 	mode := c.config().ReturnAddress
-	if ok, why := giveback.Candidate(mode, pod, d); !ok {
+	if ok, why := returns.Candidate(mode, pod, d); !ok {
 		fmt.Fprintf(c.out, "  address back on return: no (%s)\n", why)
 		return nil
 	}
@@ -35,12 +35,12 @@ func (c *cli) explainReturn(pod *corev1.Pod, d selection.Decision) error {
 	if err != nil {
 		return err
 	}
-	held := giveback.Held(listing.Entries, pod)
+	held := returns.Held(listing.Entries, pod)
 	if len(held) == 0 {
 		fmt.Fprintln(c.out, "  address back on return: nothing held for this pod's identity (its UID, or its name under the same StatefulSet)")
 		return nil
 	}
-	ips := strings.Join(giveback.IPs(held), " and ")
+	ips := strings.Join(returns.IPs(held), " and ")
 	for _, e := range held {
 		if mode == config.ReturnSameNode && e.Node != pod.Spec.NodeName {
 			fmt.Fprintf(c.out, "  address back on return: no (%s is held for node %s and returnAddress is %s)\n", e.IP, e.Node, mode)

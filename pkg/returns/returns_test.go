@@ -1,4 +1,4 @@
-package giveback
+package returns
 
 import (
 	"strings"

@@ -38,8 +38,8 @@ func (d *ExecDelegate) Request(ctx context.Context, conf *NetConf, cniArgs, ip s
 	return e.Invoke(ctx, "ADD", conf)
 }
 
-// Reasons capo-ipam reports, giveback.Families and giveback.Refused by
-// value: importing giveback would link Kubernetes' and Calico's packages
+// Reasons capo-ipam reports, returns.Families and returns.Refused by
+// value: importing returns would link Kubernetes' and Calico's packages
 // into capo-ipam, and every call would pay for their start-up.
 const (
 	reasonFamilies = "families"

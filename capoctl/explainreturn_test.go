@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/capo-net/capo/pkg/giveback"
+	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
@@ -35,7 +35,7 @@ func TestExplainSaysWhetherTheAddressComesBack(t *testing.T) {
 	}{
 		{"same node", brokerPod("worker-3", nil), "worker-3", "address back on return: yes, 10.42.7.19 (returnAddress sameNode)"},
 		{"other node", brokerPod("worker-3", nil), "worker-5", "no (10.42.7.19 is held for node worker-5 and returnAddress is sameNode)"},
-		{"opted out", brokerPod("worker-3", map[string]string{giveback.PodAnnotation: giveback.Disabled}), "worker-3", "no (pod annotation capo.io/return-address=disabled)"},
+		{"opted out", brokerPod("worker-3", map[string]string{returns.PodAnnotation: returns.Disabled}), "worker-3", "no (pod annotation capo.io/return-address=disabled)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
