@@ -31,6 +31,10 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	name := o.Pod.Namespace + "/" + o.Pod.Name
+	if o.Sandbox.ContainerID == "" || pod == nil {
+		slog.Info("a return report names no sandbox (an older capo-ipam) or no known pod: the reconcile ends its reservations once Calico shows the pod up", "pod", name, "ips", o.IPs)
+		return
+	}
 	state, err := r.awaitUp(ctx, pod, o.Sandbox, o.IPs)
 	switch {
 	case state == sandboxGone:
