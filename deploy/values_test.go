@@ -2,12 +2,44 @@ package deploy
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/capo-net/capo/pkg/config"
 )
+
+// values.schema.json turns a typo or a wrong type into a failed install
+// instead of a value silently ignored.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"top-level typo":      {map[string]any{"imag": map[string]any{"tag": "v1"}}, "imag"},
+		"nested typo":         {map[string]any{"config": map[string]any{"ipReserveTim": "1h"}}, "ipReserveTim"},
+		"agent typo":          {map[string]any{"agent": map[string]any{"podAnnotation": map[string]any{"a": "b"}}}, "podAnnotation"},
+		"wrong type":          {map[string]any{"controller": map[string]any{"replicas": "two"}}, "replicas"},
+		"not a duration":      {map[string]any{"config": map[string]any{"ipReserveTime": "40 minutes"}}, "ipReserveTime"},
+		"unknown mode":        {map[string]any{"config": map[string]any{"returnAddress": "sometimes"}}, "returnAddress"},
+		"unknown datastore":   {map[string]any{"datastore": map[string]any{"type": "etcd"}}, "type"},
+		"env without a name":  {map[string]any{"agent": map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}}, "name"},
+		"label not a string":  {map[string]any{"controller": map[string]any{"podLabels": map[string]any{"tier": 1}}}, "tier"},
+		"selector typo":       {map[string]any{"config": map[string]any{"podSelectors": []any{map[string]any{"matchLabel": map[string]any{"app": "zk"}}}}}, "matchLabel"},
+		"ratio out of bounds": {map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"nearMaxRatio": 2}}}, "nearMaxRatio"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render("capo", "capo-system", tc.values)
+			if err == nil {
+				t.Fatalf("values %v rendered", tc.values)
+			}
+			if !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error does not name the schema and %q: %v", tc.want, err)
+			}
+		})
+	}
+}
 
 // Every key of the CapoConfig is rendered from its value: with every value
 // away from capo's default, no field of the parsed config keeps its default.
