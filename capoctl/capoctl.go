@@ -34,6 +34,8 @@ const usage = `capoctl %s: capo's IP reservations.
       would this pod's address be reserved on teardown, and which rule decides;
       would it get its address back when it returns, and if not why
 
+  capoctl completion bash|zsh|fish
+      a shell completion script, e.g. source <(capoctl completion bash)
 
 Reaches the cluster as kubectl does (--kubeconfig, else KUBECONFIG's files
 merged, else ~/.kube/config; --context; --as), and Calico's datastore in that
@@ -112,6 +114,9 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		}
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
+	}
+	if cmd == "completion" {
+		return completion(positional, fs, name, out, errw)
 	}
 	kube, store, err := dial(k)
 	if err != nil {

@@ -116,6 +116,28 @@ func TestKubectlFlags(t *testing.T) {
 	}
 }
 
+func TestCompletion(t *testing.T) {
+	c := newCtl(t)
+	for shell, want := range map[string][]string{
+		"bash": {"complete -o default -F _capoctl capoctl kubectl-capo", "list returns release explain completion", "--kubeconfig", "--context", "-n "},
+		"zsh":  {"bashcompinit", "_capoctl"},
+		"fish": {"complete -c capoctl -l kubeconfig", "complete -c capoctl -s n", "__fish_use_subcommand"},
+	} {
+		code, out, errw := c.run("", "completion", shell)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", shell, code, errw)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s script lacks %q:\n%s", shell, w, out)
+			}
+		}
+	}
+	if code, _, _ := c.run("", "completion", "tcsh"); code != 2 {
+		t.Errorf("unknown shell: exit %d", code)
+	}
+}
+
 func TestPluginName(t *testing.T) {
 	if Name("/usr/local/bin/kubectl-capo") != "kubectl capo" || Name("capoctl") != "capoctl" {
 		t.Fatal("Name")
