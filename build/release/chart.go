@@ -2,8 +2,6 @@ package release
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -45,7 +43,7 @@ func writeChart(s Spec) error {
 		return err
 	}
 	head := fmt.Sprintf("# capo %s: the chart's defaults, rendered for kubectl apply.\n", s.Version)
-	return os.WriteFile(filepath.Join(s.Out, s.ManifestsFile()), append([]byte(head), out...), 0o644)
+	return publish(s.Out, s.ManifestsFile(), append([]byte(head), out...), 0o644)
 }
 
 // Repo is the image repository the chart's values.yaml names.

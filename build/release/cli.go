@@ -51,14 +51,14 @@ func buildCLIs(ctx context.Context, s Spec, work string) ([]builtCLI, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(s.Out, CLIFile(p)), data, 0o755); err != nil {
+		if err := publish(s.Out, CLIFile(p), data, 0o755); err != nil {
 			return nil, err
 		}
 		tgz, err := pluginArchive(data, license)
 		if err != nil {
 			return nil, fmt.Errorf("kubectl-capo for %s: %w", p, err)
 		}
-		if err := os.WriteFile(filepath.Join(s.Out, PluginFile(p)), tgz, 0o644); err != nil {
+		if err := publish(s.Out, PluginFile(p), tgz, 0o644); err != nil {
 			return nil, err
 		}
 		out = append(out, builtCLI{p, bin})

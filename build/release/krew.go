@@ -1,7 +1,6 @@
 package release
 
 import (
-	"os"
 	"path/filepath"
 
 	"sigs.k8s.io/yaml"
@@ -75,5 +74,5 @@ func writeKrew(s Spec) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(s.Out, KrewFile), b, 0o644)
+	return publish(s.Out, KrewFile, b, 0o644)
 }

@@ -50,7 +50,7 @@ func Run(ctx context.Context, s Spec) error {
 	if err := os.RemoveAll(s.Out); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(s.Out, 0o755); err != nil {
+	if err := os.MkdirAll(s.Out, 0o750); err != nil {
 		return err
 	}
 	work, err := os.MkdirTemp("", "capo-release-")
@@ -99,7 +99,12 @@ func writeSums(dir string) error {
 		lines = append(lines, sum+"  "+e.Name()+"\n")
 	}
 	slices.Sort(lines)
-	return os.WriteFile(filepath.Join(dir, SumsFile), []byte(strings.Join(lines, "")), 0o644)
+	return publish(dir, SumsFile, []byte(strings.Join(lines, "")), 0o644)
+}
+
+// publish writes one of the release's files.
+func publish(dir, name string, data []byte, mode os.FileMode) error {
+	return os.WriteFile(filepath.Join(dir, name), data, mode) //nolint:gosec // published files: readable by all, binaries executable
 }
 
 func fileSHA256(path string) (string, error) {

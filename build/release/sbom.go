@@ -107,7 +107,7 @@ func writeSBOM(s Spec, img builtImage, clis []builtCLI) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(s.Out, SBOMFile), append(out, '\n'), 0o644)
+	return publish(s.Out, SBOMFile, append(out, '\n'), 0o644)
 }
 
 // binary adds a Go binary and what its build info says is linked in.
@@ -164,8 +164,10 @@ func (b *sbom) baseFiles() ([]string, error) {
 			}
 		}
 		id := spdxID("file", f.Path)
-		b.doc.Files = append(b.doc.Files, spdxFile{SPDXID: id, FileName: "." + f.Path, Checksums: sums(data),
-			LicenseConcluded: "NOASSERTION", CopyrightText: "NOASSERTION"})
+		b.doc.Files = append(b.doc.Files, spdxFile{
+			SPDXID: id, FileName: "." + f.Path, Checksums: sums(data),
+			LicenseConcluded: "NOASSERTION", CopyrightText: "NOASSERTION",
+		})
 		ids = append(ids, id)
 	}
 	return ids, nil
