@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
+
 	"github.com/capo-net/capo/deploy"
 )
 
@@ -46,6 +48,32 @@ func TestStampedChartNamesTheRelease(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("rendered manifests lack %q", want)
 		}
+	}
+}
+
+// The packaged chart loads as Helm loads a .tgz, with its version, schema
+// and README, and the manifests beside it name the release's image.
+func TestChartPackage(t *testing.T) {
+	s := Spec{Version: "v1.2.3", Out: t.TempDir()}
+	if err := writeChart(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loader.Load(filepath.Join(s.Out, "capo-1.2.3.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Metadata.Version != "1.2.3" || c.Metadata.AppVersion != "v1.2.3" || c.Schema == nil {
+		t.Fatalf("packaged chart: version %q appVersion %q, schema %d bytes", c.Metadata.Version, c.Metadata.AppVersion, len(c.Schema))
+	}
+	if _, err := deploy.RenderChart(c, "capo", "capo-system", map[string]any{"imag": 1}); err == nil {
+		t.Fatal("the packaged chart accepts a misspelt value: no schema")
+	}
+	m, err := os.ReadFile(filepath.Join(s.Out, s.ManifestsFile()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(m), "image: ghcr.io/capo-net/capo:v1.2.3"); n != 2 {
+		t.Fatalf("the manifests name the release's image %d times, want 2 (agent, controller)", n)
 	}
 }
 
