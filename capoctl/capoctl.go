@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,6 +101,14 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
+	// Usage and unknown commands are answered before reaching any cluster.
+	if !slices.Contains(commands, cmd) {
+		fs.Usage()
+		if slices.Contains([]string{"-h", "-help", "--help", "help"}, cmd) {
+			return 0
+		}
+		return 2
+	}
 	// Flags may come before, between or after the positional arguments.
 	var positional []string
 	for {

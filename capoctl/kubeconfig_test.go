@@ -138,6 +138,20 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
+// --help and unknown commands answer without a cluster.
+func TestHelpNeedsNoCluster(t *testing.T) {
+	dial := func(kubeFlags) (kubernetes.Interface, reserve.Store, error) {
+		t.Fatal("dialed the cluster")
+		return nil, nil, nil
+	}
+	for args, want := range map[string]int{"--help": 0, "-h": 0, "help": 0, "lsit": 2} {
+		var out, errw strings.Builder
+		if code := run(strings.Fields(args), strings.NewReader(""), &out, &errw, dial, now, "capoctl"); code != want || !strings.Contains(errw.String(), "capoctl list") {
+			t.Errorf("capoctl %s: exit %d, want %d; usage:\n%s", args, code, want, errw.String())
+		}
+	}
+}
+
 func TestPluginName(t *testing.T) {
 	if Name("/usr/local/bin/kubectl-capo") != "kubectl capo" || Name("capoctl") != "capoctl" {
 		t.Fatal("Name")
