@@ -59,6 +59,13 @@ bin/capoctl:
 image:
 	$(GO) run ./build/cmd/capo-image -image $(IMAGE) -version $(VERSION) -o bin/capo-image.tar
 
+## release: VERSION=vX.Y.Z: the image archive, the chart, the manifests,
+## capoctl and kubectl-capo for linux and darwin, the krew manifest, an SPDX
+## SBOM and SHA256SUMS, all in dist/ (docs/releasing.md).
+.PHONY: release
+release:
+	$(GO) run ./build/cmd/capo-release -version $(VERSION) -o dist
+
 ## demo: capo's main job on the real chain, told step by step (root).
 demo:
 	@echo "capo demo. The first run builds etcd, kube-apiserver and calico from the Go module proxy:"

@@ -9,19 +9,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
-	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
-	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/version"
 )
 
@@ -39,10 +35,14 @@ const usage = `capoctl %s: capo's IP reservations.
       would this pod's address be reserved on teardown, and which rule decides;
       would it get its address back when it returns, and if not why
 
-Reaches Calico's datastore as calicoctl does: the Kubernetes datastore through
-KUBECONFIG (or ~/.kube/config) unless DATASTORE_TYPE=etcdv3 (with
-ETCD_ENDPOINTS, ETCD_CA_CERT_FILE, ...). Reads the config from the ConfigMap
-capo-config in --capo-namespace.
+  capoctl completion bash|zsh|fish
+      a shell completion script, e.g. source <(capoctl completion bash)
+
+Reaches the cluster as kubectl does (--kubeconfig, else KUBECONFIG's files
+merged, else ~/.kube/config; --context; --as), and Calico's datastore in that
+same cluster, unless DATASTORE_TYPE=etcdv3 (with ETCD_ENDPOINTS,
+ETCD_CA_CERT_FILE, ...). Reads the config from the ConfigMap capo-config in
+--capo-namespace.
 
 Flags:
 `
@@ -59,22 +59,39 @@ type cli struct {
 	cfg       *config.Config // read once, by config()
 }
 
-// Run runs one capoctl command line and returns its exit code.
-func Run(args []string, in io.Reader, out, errw io.Writer) int {
-	return run(args, in, out, errw, connect, time.Now())
+// Run runs one capoctl command line and returns its exit code. argv0 is the
+// name it was run by: as kubectl-capo, its usage says `kubectl capo`.
+func Run(argv0 string, args []string, in io.Reader, out, errw io.Writer) int {
+	return run(args, in, out, errw, connect, time.Now(), Name(argv0))
+}
+
+// Name is how the user calls capoctl: `kubectl capo` for the plugin.
+func Name(argv0 string) string {
+	if strings.HasPrefix(filepath.Base(argv0), "kubectl-") {
+		return "kubectl capo"
+	}
+	return "capoctl"
 }
 
 // dialer reaches the Kubernetes API (for pods, nodes, the config) and the
 // reservations; tests give fakes.
-type dialer func() (kubernetes.Interface, reserve.Store, error)
+type dialer func(kubeFlags) (kubernetes.Interface, reserve.Store, error)
 
-func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time.Time) int {
-	fs := flag.NewFlagSet("capoctl", flag.ContinueOnError)
+func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time.Time, name string) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(errw)
-	fs.Usage = func() { fmt.Fprintf(errw, usage, version.Version); fs.PrintDefaults() }
+	fs.Usage = func() {
+		fmt.Fprintf(errw, strings.ReplaceAll(usage, "capoctl ", name+" "), version.Version)
+		fs.PrintDefaults()
+	}
+	var k kubeFlags
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "the kubeconfig file, as kubectl's --kubeconfig")
+	fs.StringVar(&k.context, "context", "", "the kubeconfig context, as kubectl's --context")
+	fs.StringVar(&k.as, "as", "", "act as this user, as kubectl's --as")
 	capoNS := fs.String("capo-namespace", "capo-system", "where capo runs: its capo-config ConfigMap")
 	node := fs.String("node", "", "only this node's reservations (list, release, returns)")
 	namespace := fs.String("namespace", "", "only pods of this namespace (list, returns)")
+	fs.StringVar(namespace, "n", "", "short for --namespace")
 	pod := fs.String("pod", "", "only this pod, as NAMESPACE/NAME (list, release, returns)")
 	output := fs.String("o", "table", "list and returns output: table, json or yaml")
 	yes := fs.Bool("yes", false, "release without asking")
@@ -84,6 +101,14 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
+	// Usage and unknown commands are answered before reaching any cluster.
+	if !slices.Contains(commands, cmd) {
+		fs.Usage()
+		if slices.Contains([]string{"-h", "-help", "--help", "help"}, cmd) {
+			return 0
+		}
+		return 2
+	}
 	// Flags may come before, between or after the positional arguments.
 	var positional []string
 	for {
@@ -99,7 +124,10 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	kube, store, err := dial()
+	if cmd == "completion" {
+		return completion(positional, fs, name, out, errw)
+	}
+	kube, store, err := dial(k)
 	if err != nil {
 		fmt.Fprintln(errw, "capoctl:", err)
 		return 1
@@ -127,49 +155,6 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		return 1
 	}
 	return 0
-}
-
-// connect reaches the Kubernetes API and Calico's datastore as kubectl and
-// calicoctl would.
-func connect() (kubernetes.Interface, reserve.Store, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	kcfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	rest, err := kcfg.ClientConfig()
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	kube, err := kubernetes.NewForConfig(rest)
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg := apiconfig.NewCalicoAPIConfig()
-	if os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) {
-		if cfg, err = apiconfig.LoadClientConfigFromEnvironment(); err != nil {
-			return nil, nil, err
-		}
-	} else {
-		cfg.Spec.DatastoreType = apiconfig.Kubernetes
-		cfg.Spec.Kubeconfig = kubeconfigPath(rules)
-		cfg.Spec.K8sClientQPS = 50
-	}
-	calico, err := clientv3.New(*cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("calico datastore: %w", err)
-	}
-	return kube, calicostore.New(calico, reserve.DefaultLimits), nil
-}
-
-// kubeconfigPath is the file kubectl would use.
-func kubeconfigPath(rules *clientcmd.ClientConfigLoadingRules) string {
-	if len(rules.Precedence) > 0 {
-		for _, p := range rules.Precedence {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".kube", "config")
 }
 
 // confirm asks on stdin; anything but y/yes is no.

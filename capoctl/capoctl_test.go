@@ -47,8 +47,8 @@ func (c *ctl) reserve(node string, es ...reserve.Entry) {
 // run runs a command line with stdin; it returns the exit code and output.
 func (c *ctl) run(stdin string, args ...string) (int, string, string) {
 	var out, errw bytes.Buffer
-	dial := func() (kubernetes.Interface, reserve.Store, error) { return c.kube, c.store, nil }
-	code := run(args, strings.NewReader(stdin), &out, &errw, dial, now)
+	dial := func(kubeFlags) (kubernetes.Interface, reserve.Store, error) { return c.kube, c.store, nil }
+	code := run(args, strings.NewReader(stdin), &out, &errw, dial, now, "capoctl")
 	return code, out.String(), errw.String()
 }
 

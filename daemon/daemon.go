@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -90,9 +91,12 @@ func (f *Flags) Resolve(component string) (slog.Level, float32, error) {
 	return l, float32(f.qps), nil
 }
 
-// ServeMetrics serves /metrics from reg, /healthz, and /readyz (200 once
-// ready says so) on addr until ctx ends.
+// ServeMetrics serves /metrics from reg, with capo_build_info added,
+// /healthz, and /readyz (200 once ready says so) on addr until ctx ends.
 func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() bool, notReady string) error {
+	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -113,4 +117,16 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 		return err
 	}
 	return nil
+}
+
+// buildInfo is 1, labelled with the version stamped at link time: which
+// release each agent and controller runs, during an upgrade above all.
+func buildInfo() prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "capo_build_info",
+		Help:        "1, labelled with the version capo was built as.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }

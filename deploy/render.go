@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -40,10 +41,25 @@ var MonitoringAPI = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/
 // are what the target API server serves beyond the built-in ones, as
 // `helm template --api-versions` gives them.
 func Render(release, namespace string, values map[string]any, apiVersions ...string) ([]byte, error) {
+	c, err := LoadChart()
+	if err != nil {
+		return nil, err
+	}
+	return RenderChart(c, release, namespace, values, apiVersions...)
+}
+
+// LoadChart loads the chart from this checkout.
+func LoadChart() (*chart.Chart, error) {
 	c, err := loader.Load(ChartDir())
 	if err != nil {
 		return nil, fmt.Errorf("loading the chart: %w", err)
 	}
+	return c, nil
+}
+
+// RenderChart is Render of a chart already loaded, e.g. one a release
+// stamped with its version.
+func RenderChart(c *chart.Chart, release, namespace string, values map[string]any, apiVersions ...string) ([]byte, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.APIVersions = append(caps.APIVersions, apiVersions...)
 	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}, caps)

@@ -175,3 +175,27 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+func nested(t *testing.T, o *unstructured.Unstructured, path ...string) map[string]any {
+	t.Helper()
+	m, ok, err := unstructured.NestedMap(o.Object, path...)
+	if !ok || err != nil {
+		t.Fatalf("%s %s has no %v: %v", o.GetKind(), o.GetName(), path, err)
+	}
+	return m
+}
+
+func mustObjects(t *testing.T, manifests []byte) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := Objects(manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}

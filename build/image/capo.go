@@ -107,12 +107,17 @@ func (c Capo) LDFlags() string {
 // for linux/arch; out is the binary, or a directory (ending in /) for
 // several, each named after its package.
 func GoBuild(ctx context.Context, dir, pkgs, out, arch, ldflags string) error {
+	return GoBuildFor(ctx, dir, pkgs, out, "linux", arch, ldflags)
+}
+
+// GoBuildFor is GoBuild for any goos (capoctl also ships for darwin).
+func GoBuildFor(ctx context.Context, dir, pkgs, out, goos, arch, ldflags string) error {
 	args := append([]string{"build", "-trimpath", "-ldflags", ldflags, "-o", out}, strings.Fields(pkgs)...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s for linux/%s: %w\n%s", pkgs, arch, err, b)
+		return fmt.Errorf("go build %s for %s/%s: %w\n%s", pkgs, goos, arch, err, b)
 	}
 	return nil
 }

@@ -9,4 +9,4 @@ import (
 	"github.com/capo-net/capo/capoctl"
 )
 
-func main() { os.Exit(capoctl.Run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+func main() { os.Exit(capoctl.Run(os.Args[0], os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

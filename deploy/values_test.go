@@ -1,0 +1,81 @@
+package deploy
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/capo-net/capo/pkg/config"
+)
+
+// values.schema.json turns a typo or a wrong type into a failed install
+// instead of a value silently ignored.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"top-level typo":      {map[string]any{"imag": map[string]any{"tag": "v1"}}, "imag"},
+		"nested typo":         {map[string]any{"config": map[string]any{"ipReserveTim": "1h"}}, "ipReserveTim"},
+		"agent typo":          {map[string]any{"agent": map[string]any{"podAnnotation": map[string]any{"a": "b"}}}, "podAnnotation"},
+		"wrong type":          {map[string]any{"controller": map[string]any{"replicas": "two"}}, "replicas"},
+		"not a duration":      {map[string]any{"config": map[string]any{"ipReserveTime": "40 minutes"}}, "ipReserveTime"},
+		"unknown mode":        {map[string]any{"config": map[string]any{"returnAddress": "sometimes"}}, "returnAddress"},
+		"unknown datastore":   {map[string]any{"datastore": map[string]any{"type": "etcd"}}, "type"},
+		"env without a name":  {map[string]any{"agent": map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}}, "name"},
+		"label not a string":  {map[string]any{"controller": map[string]any{"podLabels": map[string]any{"tier": 1}}}, "tier"},
+		"selector typo":       {map[string]any{"config": map[string]any{"podSelectors": []any{map[string]any{"matchLabel": map[string]any{"app": "zk"}}}}}, "matchLabel"},
+		"ratio out of bounds": {map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"nearMaxRatio": 2}}}, "nearMaxRatio"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Render("capo", "capo-system", tc.values)
+			if err == nil {
+				t.Fatalf("values %v rendered", tc.values)
+			}
+			if !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error does not name the schema and %q: %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// Every key of the CapoConfig is rendered from its value: with every value
+// away from capo's default, no field of the parsed config keeps its default.
+func TestEveryConfigKeyRendered(t *testing.T) {
+	_, objs := render(t, "capo", "capo-system", map[string]any{"config": map[string]any{
+		"ipReserveTime": "2h", "ipReserveMaxCount": 7, "ipReleasePeriod": "9s",
+		"labelSelector":  map[string]any{"matchLabels": map[string]any{"tier": "db"}},
+		"podSelectors":   []any{map[string]any{"matchLabels": map[string]any{"app": "zk"}}},
+		"reserveTimeout": "3s", "deletedPodMemory": "1h", "returnAddress": "anyNode",
+	}})
+	got := parsedConfig(t, objs)
+	d, g := reflect.ValueOf(*config.Default()), reflect.ValueOf(*got)
+	for i := range d.NumField() {
+		if reflect.DeepEqual(d.Field(i).Interface(), g.Field(i).Interface()) {
+			t.Errorf("config field %s kept its default: its chart value is not rendered", d.Type().Field(i).Name)
+		}
+	}
+}
+
+func TestReturnAddressRendered(t *testing.T) {
+	for in, want := range map[any]config.ReturnMode{
+		"off": config.ReturnOff, false: config.ReturnOff, "anyNode": config.ReturnAnyNode, "sameNode": config.ReturnSameNode,
+	} {
+		_, objs := render(t, "capo", "capo-system", map[string]any{"config": map[string]any{"returnAddress": in}})
+		if got := parsedConfig(t, objs).ReturnAddress; got != want {
+			t.Errorf("returnAddress %v renders as %q, want %q", in, got, want)
+		}
+	}
+}
+
+func parsedConfig(t *testing.T, objs []*unstructured.Unstructured) *config.Config {
+	t.Helper()
+	data, _, _ := unstructured.NestedString(find(t, objs, "ConfigMap", "capo-config").Object, "data", "config.yaml")
+	c, err := config.Parse([]byte(data))
+	if err != nil {
+		t.Fatalf("rendered config: %v\n%s", err, data)
+	}
+	return c
+}
