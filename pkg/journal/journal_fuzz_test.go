@@ -68,7 +68,7 @@ func FuzzTornRecord(f *testing.F) {
 	f.Add("0123456789abcdef0123", "kafka-1", "fd00::1", uint(0))
 	f.Add("c", "p", "", uint(1000))
 	f.Fuzz(func(t *testing.T, containerID, pod, ip string, cut uint) {
-		if containerID == "" || !utf8.ValidString(containerID+pod+ip) {
+		if containerID == "" || !utf8.ValidString(containerID) || !utf8.ValidString(pod) || !utf8.ValidString(ip) {
 			// encoding/json writes invalid UTF-8 as U+FFFD; libcni accepts
 			// only [A-Za-z0-9_.-] container IDs, and Kubernetes names are ASCII.
 			t.Skip()
