@@ -1,6 +1,9 @@
 package reserve
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,6 +88,18 @@ func FuzzDecodeObject(f *testing.F) {
 	f.Add("capo-node-a-s2", "v1;10.0.0.9|ns|p|u|cni-del|1|||", "", "node-a", "::ffff:10.0.0.9/128")
 	f.Add("capo.bucket-03", retiredMark, "2", "", "")
 	f.Add("capo.bucket-99", "v2", "x,-1,1001", "", "not-an-ip")
+	// Objects as the per-node layout wrote them.
+	goldens, _ := filepath.Glob("testdata/*.json")
+	for _, file := range goldens {
+		var o struct {
+			Name          string
+			Annotations   map[string]string
+			ReservedCIDRs []string
+		}
+		if raw, err := os.ReadFile(file); err == nil && json.Unmarshal(raw, &o) == nil {
+			f.Add(o.Name, o.Annotations[MetadataAnnotation], o.Annotations[OverflowAnnotation], o.Annotations[LegacyNodeKey], strings.Join(o.ReservedCIDRs, ","))
+		}
+	}
 	f.Fuzz(func(t *testing.T, name, ann, overflow, node, cidrs string) {
 		o := Object{Name: name, Annotations: map[string]string{MetadataAnnotation: ann, OverflowAnnotation: overflow, LegacyNodeKey: node}}
 		if cidrs != "" {
