@@ -54,8 +54,10 @@ func FuzzEntryRoundTrip(f *testing.F) {
 	f.Add("fd00::1", "", "", "", "", ReasonNodeLost, int64(0), int64(0), "", "", "", "")
 	f.Add("10.0.0.9", "n", "ns", "a|b", "u", ReasonCNIDel, int64(1), int64(-1), "", "", "", "c;d")
 	f.Fuzz(func(t *testing.T, ip, node, ns, pod, uid, reason string, at, seen int64, kind, owner, ownerUID, sandbox string) {
-		e := Entry{IP: ip, Node: node, Namespace: ns, Pod: pod, PodUID: uid, Reason: reason,
-			OwnerKind: kind, OwnerName: owner, OwnerUID: ownerUID, Sandbox: sandbox}
+		e := Entry{
+			IP: ip, Node: node, Namespace: ns, Pod: pod, PodUID: uid, Reason: reason,
+			OwnerKind: kind, OwnerName: owner, OwnerUID: ownerUID, Sandbox: sandbox,
+		}
 		if at != 0 {
 			e.ReservedAt = time.Unix(at, 0).UTC()
 		}
