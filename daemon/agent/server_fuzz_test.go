@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 	"github.com/capo-net/capo/pkg/selection"
@@ -99,6 +100,12 @@ func FuzzSocket(f *testing.F) {
 func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.ResponseRecorder) {
 	var req wire.ReserveRequest
 	_ = json.NewDecoder(bytes.NewReader(body)).Decode(&req)
+	// What capo-ipam saw at ADD is taken from its record on the host, never
+	// from the request.
+	req.RecordedIPs, req.AtAdd = nil, nil
+	if rec := fuzzRecord(req.Network, req.ContainerID, req.IfName); rec != nil {
+		req.RecordedIPs, req.AtAdd = rec.IPs, rec.AtAdd
+	}
 	if w.Code != http.StatusOK && w.Code != http.StatusInternalServerError {
 		t.Fatalf("reserve answered %d %q", w.Code, w.Body)
 	}
@@ -190,18 +197,30 @@ func fuzzAgent(knowsPod bool) *fuzzedAgent {
 	}
 	dec.guard = ret.guard
 	a.srv = &server{
-		decider: recordingDecider{dec, &a.got}, cluster: cluster, selectors: dec.selectors,
-		timeout: func() time.Duration { return 5 * time.Second }, metrics: m, returner: ret,
+		decider: fuzzDecider{dec, &a.got}, cluster: cluster, selectors: dec.selectors,
+		timeout: func() time.Duration { return 5 * time.Second }, metrics: m, returner: ret, records: fuzzRecord,
 	}
 	return a
 }
 
-type recordingDecider struct {
+// fuzzRecord is capo-ipam's ADD record of one sandbox, k8s-pod-network's
+// abc on eth0; the host holds no other.
+func fuzzRecord(network, containerID, ifName string) *journal.AddrRecord {
+	if network != "k8s-pod-network" || containerID != "abc" || ifName != "eth0" {
+		return nil
+	}
+	return &journal.AddrRecord{
+		Network: network, ContainerID: containerID, IfName: ifName, IPs: []string{"10.0.0.7", "fd00::7"},
+		AtAdd: &wire.Decision{Selected: true, Rule: "recorded at ADD"},
+	}
+}
+
+type fuzzDecider struct {
 	Decider
 	got **wire.ReserveRequest
 }
 
-func (d recordingDecider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+func (d fuzzDecider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
 	c := *req
 	*d.got = &c
 	return d.Decider.Decide(ctx, req)
