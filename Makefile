@@ -23,12 +23,17 @@ PROMTOOL := $(TOOLS_CACHE)/promtool-$(call tool_key,promtool)/promtool
 # without failing (its errors, such as a bad config, fail either way).
 LINT_STRICT ?= 1
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
+# Packages with fuzz targets; test/ holds none, and its modules are tools.
+FUZZ_PKGS = $(shell grep -rl --include='*_test.go' --exclude-dir=test '^func Fuzz' . | xargs -n1 dirname | sort -u)
+FUZZTIME ?= 30s
+FUZZTIME_SHORT ?= 3s
+FUZZMINIMIZETIME ?= 5s
 E2E_TIMEOUT ?= 60m
 BENCH_COUNT ?= 200x
 
 IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
 
-.PHONY: all build image demo demo-node test lint unit e2e bench testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build image demo demo-node test lint unit fuzz fuzz-short e2e bench testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -79,8 +84,9 @@ demo-node:
 	@echo "capo demo on a real node. The first run builds the Kubernetes node components from the Go module proxy."
 	@CAPO_DEMO_NODE=1 $(GO) test -count=1 -timeout 20m -run TestDemoNode -v ./test/node/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage|[0-9]{4}/[0-9]{2}/[0-9]{2} )|_test.go:[0-9]+: kubelet restarted'; exit $${PIPESTATUS[0]}
 
-## test: everything CI gates on: lint, unit tests with -race, end-to-end (root).
-test: lint unit e2e
+## test: everything CI gates on: lint, unit tests with -race, a short
+## fuzzing pass, end-to-end (root).
+test: lint unit fuzz-short e2e
 
 ## lint: gofmt, go vet, go mod tidy -diff in every module, and golangci-lint
 ## (.golangci.yml) over the main module, test packages included.
@@ -94,6 +100,36 @@ lint: $(GOLANGCI_LINT)
 ## alert tests (deploy/alerts_test.go).
 unit: $(PROMTOOL)
 	CGO_ENABLED=1 CAPO_PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 $(UNIT_PKGS)
+
+## fuzz: every fuzz target of the main module (func Fuzz* in a _test.go),
+## FUZZTIME each, one after another: a run fuzzes one target. The seeds
+## (f.Add, and testdata/fuzz/<FuzzName>/) run under `make unit` too; what
+## fuzzing adds stays in Go's cache, as `go test -fuzz` keeps it, and a
+## failing input is written to testdata/fuzz/<FuzzName>/ to commit as a
+## regression seed. Each package's instrumented test binary is built once
+## (bin/fuzz/); minimising each new input is capped, so the time goes to
+## fuzzing. Go 1.26 may fail a run with a bare "context deadline exceeded"
+## as the time ends, no input written: that alone is not a finding.
+fuzz:
+	@set -eo pipefail; mkdir -p $(CURDIR)/bin/fuzz; for p in $(FUZZ_PKGS); do \
+	  bin=$(CURDIR)/bin/fuzz/$$(echo $${p#./} | tr / -).test; \
+	  $(GO) test -c -fuzz . -o $$bin $$p; \
+	  cache=$$($(GO) env GOCACHE)/fuzz/$$($(GO) list $$p); \
+	  for f in $$(cd $$p && $$bin -test.list '^Fuzz'); do \
+	    echo "fuzz $$p $$f for $(FUZZTIME)"; \
+	    out=$$(cd $$p && $$bin -test.run '^$$' -test.fuzz "^$$f\$$" -test.fuzztime $(FUZZTIME) \
+	      -test.fuzzminimizetime $(FUZZMINIMIZETIME) -test.fuzzcachedir $$cache 2>&1) && rc=0 || rc=$$?; \
+	    grep -v '^fuzz: elapsed: ' <<<"$$out" || true; \
+	    [ $$rc = 0 ] && continue; \
+	    grep -q 'Failing input written' <<<"$$out" || ! grep -qx '    context deadline exceeded' <<<"$$out" && exit 1; \
+	    echo "(no input failed: Go's fuzzing stopped racing its own deadline, go.dev/issue/75804, fixed in Go 1.27)"; \
+	  done; \
+	done
+
+## fuzz-short: CI's brief pass over every fuzz target: about a minute, and
+## on a cold cache about four more to build the instrumented test binaries.
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 ## e2e: the real Calico chain on both datastores, and capo as it ships on a
 ## real node (test/node: a kubelet, containerd, the chart); builds etcd,

@@ -35,12 +35,17 @@ const (
 	fieldsV3    = 12
 )
 
+// separators in a field become '_', which no Kubernetes name, UID or
+// container ID has either: a pod name or container ID sent over the socket
+// must not make the whole object unreadable (its length stays, for Limits).
+var separators = strings.NewReplacer(fieldSep, "_", recordSep, "_")
+
 // record is an entry in v2 text, or v3 with its sandbox. Zero times are
 // empty fields; Seen is seconds after ReservedAt when both are set (a few
 // digits, not ten).
 func record(e Entry) string {
 	if e.Sandbox != "" {
-		return recordV2(e) + fieldSep + e.Sandbox
+		return recordV2(e) + fieldSep + separators.Replace(e.Sandbox)
 	}
 	return recordV2(e)
 }
@@ -50,10 +55,17 @@ func recordV2(e Entry) string {
 	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
 		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
 	}
-	return strings.Join([]string{
+	return separated(
 		e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason,
 		unixText(e.ReservedAt), seen, e.OwnerKind, e.OwnerName, e.OwnerUID,
-	}, fieldSep)
+	)
+}
+
+func separated(fields ...string) string {
+	for i, f := range fields {
+		fields[i] = separators.Replace(f)
+	}
+	return strings.Join(fields, fieldSep)
 }
 
 func unixText(t time.Time) string {
@@ -103,11 +115,12 @@ func parseRecord(version, s string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("record %q: %w", s, err)
 	}
-	if strings.HasPrefix(f[7], "+") {
-		if at.IsZero() {
+	if rel, ok := strings.CutPrefix(f[7], "+"); ok {
+		if at.IsZero() || rel == "" {
 			return Entry{}, fmt.Errorf("record %q: Seen relative to no time", s)
 		}
-		seen = at.Add(time.Duration(seen.Unix()) * time.Second)
+		// In whole seconds: a Duration overflows past 292 years.
+		seen = time.Unix(at.Unix()+seen.Unix(), 0).UTC()
 	}
 	return Entry{
 		IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
@@ -143,10 +156,10 @@ func encodeV1(entries []Entry) string {
 	parts := make([]string, 0, len(entries)+1)
 	parts = append(parts, textV1)
 	for _, e := range entries {
-		parts = append(parts, strings.Join([]string{
+		parts = append(parts, separated(
 			e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason,
 			strconv.FormatInt(e.ReservedAt.Unix(), 10), e.OwnerKind, e.OwnerName, e.OwnerUID,
-		}, fieldSep))
+		))
 	}
 	return packedV1 + pack(strings.Join(parts, recordSep))
 }

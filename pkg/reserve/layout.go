@@ -84,7 +84,8 @@ func ParseBucketName(name string) (bucket, i int, ok bool) {
 	}
 	b, idx, more := strings.Cut(rest, ".")
 	bucket, err := strconv.Atoi(b)
-	if err != nil || bucket < 0 || bucket >= Buckets || len(b) != 2 {
+	// Atoi takes a sign: "+3" and "-0" are not capo's names.
+	if err != nil || bucket < 0 || bucket >= Buckets || fmt.Sprintf("%02d", bucket) != b {
 		return 0, 0, false
 	}
 	if more {
