@@ -128,8 +128,10 @@ func TestReserveTrustsTheHostsRecordOnly(t *testing.T) {
 	}
 	dec := &recordingDecider{}
 	var rec *journal.AddrRecord
-	srv := &server{decider: dec, metrics: newMetrics(), timeout: func() time.Duration { return time.Second },
-		records: func(string, string, string) *journal.AddrRecord { return rec }}
+	srv := &server{
+		decider: dec, metrics: newMetrics(), timeout: func() time.Duration { return time.Second },
+		records: func(string, string, string) *journal.AddrRecord { return rec },
+	}
 	send := func() {
 		body := `{"containerID":"c1","network":"k8s-pod-network","ifName":"eth0","recordedIPs":["` + strings.Join(ips, `","`) + `"],"atAdd":{"selected":true}}`
 		w := httptest.NewRecorder()
