@@ -73,10 +73,10 @@ func Collect(objs []*Contents) *Listing {
 			l.Legacy++
 		}
 		for _, e := range c.Entries {
-			if prev, ok := byRef[e.Ref()]; ok {
+			if prev, ok := byRef[e.Place()]; ok {
 				e = merge(prev, e)
 			}
-			byRef[e.Ref()] = e
+			byRef[e.Place()] = e
 		}
 	}
 	l.Entries = slices.Collect(maps.Values(byRef))
