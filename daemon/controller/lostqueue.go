@@ -20,14 +20,23 @@ type lostQueue struct {
 	q workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
-	pending map[string]map[string]reserve.Entry // node -> address -> entry
+	pending map[string]map[string]queued // node -> address -> entry
+}
+
+// queued is an entry waiting to be written. allocatedOnly: reserve it only
+// while Calico still allocates the address to the pod (a teardown the
+// controller remembers from before its node became uncovered: its agent
+// may have been through already).
+type queued struct {
+	reserve.Entry
+	allocatedOnly bool
 }
 
 func newLostQueue() *lostQueue {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
 	return &lostQueue{
 		q:       workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "capo-lost-pods"}),
-		pending: map[string]map[string]reserve.Entry{},
+		pending: map[string]map[string]queued{},
 	}
 }
 
@@ -35,12 +44,12 @@ func (l *lostQueue) add(lp lostPod) {
 	l.mu.Lock()
 	m := l.pending[lp.node]
 	if m == nil {
-		m = map[string]reserve.Entry{}
+		m = map[string]queued{}
 		l.pending[lp.node] = m
 	}
 	for _, e := range lp.entries {
 		if _, ok := m[e.IP]; !ok {
-			m[e.IP] = e
+			m[e.IP] = queued{Entry: e, allocatedOnly: lp.allocatedOnly}
 		}
 	}
 	l.mu.Unlock()
@@ -49,12 +58,12 @@ func (l *lostQueue) add(lp lostPod) {
 }
 
 // take removes and returns a node's pending entries.
-func (l *lostQueue) take(node string) []reserve.Entry {
+func (l *lostQueue) take(node string) []queued {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.pending[node]
 	delete(l.pending, node)
-	out := make([]reserve.Entry, 0, len(m))
+	out := make([]queued, 0, len(m))
 	for _, e := range m {
 		out = append(out, e)
 	}
@@ -62,12 +71,12 @@ func (l *lostQueue) take(node string) []reserve.Entry {
 }
 
 // putBack returns entries that were not written, keeping newer ones.
-func (l *lostQueue) putBack(node string, entries []reserve.Entry) {
+func (l *lostQueue) putBack(node string, entries []queued) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.pending[node]
 	if m == nil {
-		m = map[string]reserve.Entry{}
+		m = map[string]queued{}
 		l.pending[node] = m
 	}
 	for _, e := range entries {
@@ -152,12 +161,14 @@ func (c *Controller) reserveLost(ctx context.Context, node string) {
 }
 
 // stillTheirs drops the addresses that must not be reserved now: one Calico
-// has given to another pod, and, for a node whose agent is away, one no
-// longer allocated to its pod (the agent, or the release after it, has
-// already been through: a reservation now would only hold it again).
-func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]reserve.Entry, error) {
+// has given to another pod, and, for a node whose agent is away or a
+// remembered teardown, one no longer allocated to its pod (the agent, or
+// the release after it, has already been through: a reservation now would
+// only hold it again).
+func (c *Controller) stillTheirs(ctx context.Context, entries []queued) ([]reserve.Entry, error) {
 	var keep []reserve.Entry
-	for _, e := range entries {
+	for _, q := range entries {
+		e := q.Entry
 		ip, err := netip.ParseAddr(e.IP)
 		if err != nil {
 			continue
@@ -171,7 +182,7 @@ func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) (
 		case h != nil:
 			slog.Warn("not reserving an address Calico has given to another pod", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "now", h.Namespace+"/"+h.Pod)
 			continue
-		case e.Reason == ReasonAgentAway:
+		case e.Reason == ReasonAgentAway, q.allocatedOnly:
 			continue
 		}
 		keep = append(keep, e)
