@@ -53,21 +53,39 @@ func (r *recentTeardowns) add(lp lostPod, window time.Duration) {
 	r.list = append(r.list, lp)
 }
 
-// take returns and forgets node's teardowns seen after since.
+// take returns and forgets node's teardowns seen after since, one per pod:
+// a pod seen terminating and then deleted is one teardown.
 func (r *recentTeardowns) take(node string, since time.Time) []lostPod {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []lostPod
+	at := map[string]int{}
 	r.list = slices.DeleteFunc(r.list, func(lp lostPod) bool {
 		if lp.node != node {
 			return false
 		}
-		if lp.seen.After(since) {
+		if !lp.seen.After(since) {
+			return true
+		}
+		if i, ok := at[lp.pod]; ok {
+			out[i].entries = mergeEntries(out[i].entries, lp.entries)
+		} else {
+			at[lp.pod] = len(out)
 			out = append(out, lp)
 		}
 		return true
 	})
 	return out
+}
+
+// mergeEntries adds to es the entries of more at other addresses.
+func mergeEntries(es, more []reserve.Entry) []reserve.Entry {
+	for _, e := range more {
+		if !slices.ContainsFunc(es, func(x reserve.Entry) bool { return x.IP == e.IP }) {
+			es = append(slices.Clip(es), e)
+		}
+	}
+	return es
 }
 
 func (r *recentTeardowns) len() int {

@@ -138,10 +138,29 @@ func TestRecentTeardownsAreBounded(t *testing.T) {
 		t.Fatalf("remembered %d, bound %d", r.len(), maxRecent)
 	}
 	got := r.take("n3", time.Unix(170, 0))
-	if len(got) == 0 || r.len() != maxRecent-len(got) {
-		t.Fatalf("took %d, %d left", len(got), r.len())
+	if len(got) != 1 {
+		t.Fatalf("took %d teardowns of one pod, want them as one", len(got))
+	}
+	if left := r.len(); left != maxRecent-(maxRecent/7) && left != maxRecent-(maxRecent/7+1) {
+		t.Fatalf("%d left after taking n3's", left)
 	}
 	if again := r.take("n3", time.Unix(0, 0)); len(again) != 0 {
 		t.Fatalf("taken twice: %d", len(again))
+	}
+}
+
+// A pod seen terminating, then deleted, or losing an address before, is
+// one teardown, with every address it had.
+func TestRecentTeardownsOfOnePodAreOne(t *testing.T) {
+	r := &recentTeardowns{}
+	lp := func(sec int64, ip string) lostPod {
+		return lostPod{seen: time.Unix(sec, 0), node: "n1", pod: "kafka/broker-0", entries: []reserve.Entry{{IP: ip}}}
+	}
+	r.add(lp(10, "10.0.0.1"), time.Minute)
+	r.add(lp(11, "10.0.0.2"), time.Minute)
+	r.add(lp(12, "10.0.0.2"), time.Minute)
+	got := r.take("n1", time.Unix(0, 0))
+	if len(got) != 1 || len(got[0].entries) != 2 || got[0].entries[0].IP != "10.0.0.1" || got[0].entries[1].IP != "10.0.0.2" {
+		t.Fatalf("took %+v", got)
 	}
 }
