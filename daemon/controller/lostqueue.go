@@ -20,23 +20,14 @@ type lostQueue struct {
 	q workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
-	pending map[string]map[string]queued // node -> address -> entry
-}
-
-// queued is an entry waiting to be written. allocatedOnly: reserve it only
-// while Calico still allocates the address to the pod (a teardown the
-// controller remembers from before its node became uncovered: its agent
-// may have been through already).
-type queued struct {
-	reserve.Entry
-	allocatedOnly bool
+	pending map[string]map[string]reserve.Entry // node -> address -> entry
 }
 
 func newLostQueue() *lostQueue {
 	rl := workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second)
 	return &lostQueue{
 		q:       workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "capo-lost-pods"}),
-		pending: map[string]map[string]queued{},
+		pending: map[string]map[string]reserve.Entry{},
 	}
 }
 
@@ -44,12 +35,12 @@ func (l *lostQueue) add(lp lostPod) {
 	l.mu.Lock()
 	m := l.pending[lp.node]
 	if m == nil {
-		m = map[string]queued{}
+		m = map[string]reserve.Entry{}
 		l.pending[lp.node] = m
 	}
 	for _, e := range lp.entries {
 		if _, ok := m[e.IP]; !ok {
-			m[e.IP] = queued{Entry: e, allocatedOnly: lp.allocatedOnly}
+			m[e.IP] = e
 		}
 	}
 	l.mu.Unlock()
@@ -58,12 +49,12 @@ func (l *lostQueue) add(lp lostPod) {
 }
 
 // take removes and returns a node's pending entries.
-func (l *lostQueue) take(node string) []queued {
+func (l *lostQueue) take(node string) []reserve.Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.pending[node]
 	delete(l.pending, node)
-	out := make([]queued, 0, len(m))
+	out := make([]reserve.Entry, 0, len(m))
 	for _, e := range m {
 		out = append(out, e)
 	}
@@ -71,12 +62,12 @@ func (l *lostQueue) take(node string) []queued {
 }
 
 // putBack returns entries that were not written, keeping newer ones.
-func (l *lostQueue) putBack(node string, entries []queued) {
+func (l *lostQueue) putBack(node string, entries []reserve.Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := l.pending[node]
 	if m == nil {
-		m = map[string]queued{}
+		m = map[string]reserve.Entry{}
 		l.pending[node] = m
 	}
 	for _, e := range entries {
@@ -161,14 +152,12 @@ func (c *Controller) reserveLost(ctx context.Context, node string) {
 }
 
 // stillTheirs drops the addresses that must not be reserved now: one Calico
-// has given to another pod, and, for a node whose agent is away or a
-// remembered teardown, one no longer allocated to its pod (the agent, or
-// the release after it, has already been through: a reservation now would
-// only hold it again).
-func (c *Controller) stillTheirs(ctx context.Context, entries []queued) ([]reserve.Entry, error) {
+// has given to another pod, and, for a node whose agent is away, one no
+// longer allocated to its pod (the agent, or the release after it, has
+// already been through: a reservation now would only hold it again).
+func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]reserve.Entry, error) {
 	var keep []reserve.Entry
-	for _, q := range entries {
-		e := q.Entry
+	for _, e := range entries {
 		ip, err := netip.ParseAddr(e.IP)
 		if err != nil {
 			continue
@@ -182,7 +171,7 @@ func (c *Controller) stillTheirs(ctx context.Context, entries []queued) ([]reser
 		case h != nil:
 			slog.Warn("not reserving an address Calico has given to another pod", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "now", h.Namespace+"/"+h.Pod)
 			continue
-		case e.Reason == ReasonAgentAway, q.allocatedOnly:
+		case e.Reason == ReasonAgentAway:
 			continue
 		}
 		keep = append(keep, e)

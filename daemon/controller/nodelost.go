@@ -141,8 +141,6 @@ type lostPod struct {
 	node    string
 	rule    string
 	entries []reserve.Entry
-	// allocatedOnly: reserve only what Calico still allocates to the pod.
-	allocatedOnly bool
 }
 
 // as is lp with its entries reserved for reason.

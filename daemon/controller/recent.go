@@ -102,9 +102,9 @@ func (c *Controller) recentWindow() time.Duration {
 }
 
 // coverRecent covers the teardowns node's agent was left within the
-// window, now that the node is uncovered for reason. Only what Calico
-// still allocates to each pod is reserved: an agent that answered has
-// reserved and released already.
+// window, now that the node is uncovered for reason, as the teardowns to
+// come: for an agent away, only what Calico still allocates to the pod
+// (an agent that answered has reserved and released already).
 func (c *Controller) coverRecent(node, reason string) {
 	recent := c.recent.take(node, c.now().Add(-c.recentWindow()))
 	c.metrics.recentRemembered.Set(float64(c.recent.len()))
@@ -113,7 +113,6 @@ func (c *Controller) coverRecent(node, reason string) {
 		if len(lp.entries) == 0 {
 			continue
 		}
-		lp.allocatedOnly = true
 		c.metrics.recentCovered.WithLabelValues(reason).Inc()
 		slog.Info("covering a teardown left to the node's agent before the node turned uncovered", "pod", lp.pod, "node", node, "reason", reason, "ago", c.now().Sub(lp.seen).Round(time.Second).String())
 		c.cover(lp)
