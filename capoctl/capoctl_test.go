@@ -130,3 +130,33 @@ func TestExplainASelectedPod(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, out, errw)
 	}
 }
+
+// The entry shown is renewed (its pod torn down again) before the release
+// writes: the renewed one is kept, and the operator told so.
+func TestReleaseEndsOnlyWhatItShowed(t *testing.T) {
+	c := newCtl(t)
+	shown := entry("10.42.7.19", "broker-2", time.Hour)
+	shown.Sandbox = "aaaa"
+	c.reserve("worker-3", shown)
+	renewed := shown
+	renewed.Sandbox, renewed.ReservedAt = "bbbb", now
+	agent := c.store.Clone(reserve.DefaultLimits)
+	done := false
+	c.store.Objects.Before = func(verb, _ string) error {
+		if verb == "update" && !done {
+			done = true
+			if _, err := agent.Reserve(context.Background(), "worker-3", []reserve.Entry{renewed}); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	}
+	code, out, _ := c.run("", "release", "10.42.7.19", "--yes")
+	c.store.Objects.Before = nil
+	if code != 0 || !strings.Contains(out, "released 0") || !strings.Contains(out, "1 changed since listed") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if held, _ := c.store.ListNode(context.Background(), "worker-3"); len(held) != 1 || held[0].Sandbox != "bbbb" {
+		t.Fatalf("held %+v: the renewed reservation was released", held)
+	}
+}

@@ -54,6 +54,9 @@ type row struct {
 	ExpiresAt  time.Time  `json:"expiresAt"`
 	OwnerKind  string     `json:"ownerKind,omitempty"`
 	OwnerName  string     `json:"ownerName,omitempty"`
+	// ref is the entry shown: a release ends it only if it is still held
+	// as shown, not a teardown reserved at the same place since.
+	ref reserve.Ref
 }
 
 func (c *cli) rows(f filter) ([]row, error) {
@@ -70,7 +73,7 @@ func (c *cli) rows(f filter) ([]row, error) {
 		if f.match(e) {
 			r := row{
 				IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
-				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName,
+				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName, ref: e.Ref(),
 			}
 			if !e.Seen.IsZero() {
 				r.Seen = &e.Seen
@@ -163,10 +166,13 @@ func (c *cli) release(ips []string, pod, node string, all, yes bool) error {
 	}
 	refs := make([]reserve.Ref, 0, len(rows))
 	for _, r := range rows {
-		refs = append(refs, reserve.Ref{Node: r.Node, IP: r.IP})
+		refs = append(refs, r.ref)
 	}
 	done, err := c.store.Release(c.ctx, refs)
 	fmt.Fprintf(c.out, "released %d\n", len(done))
+	if changed := len(rows) - len(done); err == nil && changed > 0 {
+		fmt.Fprintf(c.out, "%d changed since listed (reserved again, or released by someone else): kept; list again to see them\n", changed)
+	}
 	return err
 }
 

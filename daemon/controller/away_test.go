@@ -140,6 +140,7 @@ func (b *awayBed) agentReady(ready bool) {
 	b.updatePod("capo-system", "capo-agent-a", func(p *corev1.Pod) { p.Status.Conditions[0].Status = st })
 	waitFor(b.t, "the agent's readiness seen", func() bool { return b.c.agentReady("n1") == ready })
 	b.c.watchAway()
+	b.c.watchCoverage()
 }
 
 func (b *awayBed) evict() {

@@ -40,6 +40,10 @@ type Options struct {
 	// AgentSelector picks the capo-agent pods (in Namespace) whose
 	// readiness says a node's teardowns are covered.
 	AgentSelector string
+	// RecentWindow is how long a teardown left to a node's agent is
+	// remembered, in case the agent hangs while it still looks ready
+	// (recent.go); 0 means DefaultRecentWindow.
+	RecentWindow time.Duration
 }
 
 // Controller wires the parts; Run starts them.
@@ -50,6 +54,7 @@ type Controller struct {
 	ipam     calicoipam.Reader
 	agents   labels.Selector
 	lost     *lostQueue
+	recent   *recentTeardowns
 	config   *config.Holder
 	metrics  *metrics
 	caches   *caches
@@ -64,7 +69,9 @@ type Controller struct {
 	deletedNodes map[string]deletedNode // for their pods' late deletes
 	missed       []lostPod              // seen going from uncovered nodes while not leading
 	away         map[string]bool        // opted-in nodes whose agent was not ready at the last pass
-	unreadable   map[string]string      // reservation objects reported unreadable, and why
+	// uncoveredNodes are the opted-in nodes uncovered at the last pass.
+	uncoveredNodes map[string]bool
+	unreadable     map[string]string // reservation objects reported unreadable, and why
 }
 
 // New builds a controller on real clients.
@@ -80,15 +87,17 @@ func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam cali
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	c := &Controller{
 		opts: opts, kube: kube, store: store, ipam: ipam, agents: agents,
-		lost:         newLostQueue(),
-		config:       config.NewHolder(config.Default()),
-		metrics:      newMetrics(),
-		caches:       newCaches(kube, agents),
-		recorder:     b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
-		now:          time.Now,
-		kick:         make(chan struct{}, 1),
-		deletedNodes: map[string]deletedNode{},
-		away:         map[string]bool{},
+		lost:           newLostQueue(),
+		recent:         &recentTeardowns{},
+		config:         config.NewHolder(config.Default()),
+		metrics:        newMetrics(),
+		caches:         newCaches(kube, agents),
+		recorder:       b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
+		now:            time.Now,
+		kick:           make(chan struct{}, 1),
+		deletedNodes:   map[string]deletedNode{},
+		away:           map[string]bool{},
+		uncoveredNodes: map[string]bool{},
 	}
 	c.watchTriggers()
 	return c, nil

@@ -5,28 +5,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/capo-net/capo/pkg/release"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // metrics are the controller's, on their own registry. Node names are a
 // label only on the held-addresses gauge: bounded by the cluster's nodes.
 type metrics struct {
-	reg           *prometheus.Registry
-	leader        prometheus.Gauge
-	reserved      *prometheus.GaugeVec
-	maxCount      prometheus.Gauge
-	releases      *prometheus.CounterVec
-	oldest        prometheus.Gauge
-	planSeconds   prometheus.Histogram
-	passSeconds   prometheus.Histogram
-	nodeLost      prometheus.Counter
-	lostNodes     prometheus.Gauge
-	remembered    prometheus.Gauge
-	agentsAway    prometheus.Gauge
-	lostPending   prometheus.Gauge
-	passErrors    prometheus.Counter
-	unreadable    prometheus.Gauge
-	migrated      prometheus.Counter
-	configReloads *prometheus.CounterVec
+	reg              *prometheus.Registry
+	leader           prometheus.Gauge
+	reserved         *prometheus.GaugeVec
+	maxCount         prometheus.Gauge
+	releases         *prometheus.CounterVec
+	oldest           prometheus.Gauge
+	planSeconds      prometheus.Histogram
+	passSeconds      prometheus.Histogram
+	nodeLost         prometheus.Counter
+	lostNodes        prometheus.Gauge
+	remembered       prometheus.Gauge
+	recentRemembered prometheus.Gauge
+	recentCovered    *prometheus.CounterVec
+	agentsAway       prometheus.Gauge
+	lostPending      prometheus.Gauge
+	passErrors       prometheus.Counter
+	unreadable       prometheus.Gauge
+	migrated         prometheus.Counter
+	configReloads    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -66,6 +69,13 @@ func newMetrics() *metrics {
 		remembered: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_controller_lost_pods_remembered", Help: "Selected pods deleted from lost nodes while this replica did not lead, kept so that it reserves them if it takes the lease before the leader's renewal is overdue.",
 		}),
+		recentRemembered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_controller_recent_teardowns", Help: "Selected pods' teardowns left to their nodes' agents in the recent window, kept in case an agent turns out to have hung while it looked ready.",
+		}),
+		recentCovered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_controller_recent_teardowns_covered_total", Help: "Pods' teardowns left to a node's agent that the controller covered once the node turned uncovered, by reason (agent-away, node-lost).",
+		},
+			[]string{"reason"}),
 		agentsAway: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_agents_not_ready", Help: "Opted-in nodes whose capo-agent is not ready, as of the last pass: the controller reserves their pods' teardowns.",
 		}),
@@ -89,8 +99,11 @@ func newMetrics() *metrics {
 	for _, r := range release.Reasons {
 		m.releases.WithLabelValues(string(r))
 	}
+	for _, r := range []string{ReasonAgentAway, reserve.ReasonNodeLost} {
+		m.recentCovered.WithLabelValues(r)
+	}
 	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
-		m.nodeLost, m.lostNodes, m.remembered, m.agentsAway, m.lostPending, m.passErrors, m.unreadable, m.migrated, m.configReloads,
+		m.nodeLost, m.lostNodes, m.remembered, m.recentRemembered, m.recentCovered, m.agentsAway, m.lostPending, m.passErrors, m.unreadable, m.migrated, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

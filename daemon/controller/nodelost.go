@@ -91,6 +91,7 @@ func (c *Controller) nodeDeleted(obj any) {
 	c.deletedNodes[n.Name] = deletedNode{node: n, at: c.now()}
 	c.mu.Unlock()
 	c.scanNode(n.Name, false)
+	c.coverRecent(n.Name, reserve.ReasonNodeLost)
 }
 
 // scanNode takes up every pod of an uncovered node that is going or gone:
@@ -105,13 +106,26 @@ func (c *Controller) scanNode(node string, onlyTerminated bool) {
 }
 
 // podGoing reserves ips of a selected pod whose node will not: see
-// coverage.go. A replica that does not lead remembers it instead: if the
-// leader has just died, nobody else saw it, and this replica may lead next.
+// coverage.go. A teardown left to the node's agent is remembered for a
+// while, in case that agent hangs while it still looks ready (recent.go).
 func (c *Controller) podGoing(p *corev1.Pod, ips []netip.Addr) {
-	lp, ok := c.lostPodOf(p, ips)
+	lp, ok := c.selectedTeardown(p, ips)
 	if !ok {
 		return
 	}
+	reason := c.uncovered(lp.node)
+	if reason == "" {
+		c.recent.add(lp, c.recentWindow())
+		c.metrics.recentRemembered.Set(float64(c.recent.len()))
+		return
+	}
+	c.cover(lp.as(reason))
+}
+
+// cover hands a lost pod to the queue. A replica that does not lead
+// remembers it instead: if the leader has just died, nobody else saw it,
+// and this replica may lead next.
+func (c *Controller) cover(lp lostPod) {
 	if !c.leading.Load() {
 		c.remember(lp)
 		return
@@ -129,13 +143,20 @@ type lostPod struct {
 	entries []reserve.Entry
 }
 
-func (c *Controller) lostPodOf(p *corev1.Pod, ips []netip.Addr) (lostPod, bool) {
+// as is lp with its entries reserved for reason.
+func (lp lostPod) as(reason string) lostPod {
+	lp.entries = slices.Clone(lp.entries)
+	for i := range lp.entries {
+		lp.entries[i].Reason = reason
+	}
+	return lp
+}
+
+// selectedTeardown is the teardown of ips if the pod is selected, its
+// entries without a reason yet.
+func (c *Controller) selectedTeardown(p *corev1.Pod, ips []netip.Addr) (lostPod, bool) {
 	if p.Spec.NodeName == "" || len(ips) == 0 {
 		return lostPod{}, false
-	}
-	reason := c.uncovered(p.Spec.NodeName)
-	if reason == "" {
-		return lostPod{}, false // a live agent will reserve at the DEL
 	}
 	node, _ := c.nodeState(p.Spec.NodeName)
 	d := selection.Decide(selection.Of(node), selection.Of(c.caches.namespace(p.Namespace)), selection.Of(p), c.config.Get().Selectors)
@@ -143,7 +164,7 @@ func (c *Controller) lostPodOf(p *corev1.Pod, ips []netip.Addr) (lostPod, bool) 
 		return lostPod{}, false
 	}
 	now := c.now()
-	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: podEntries(p, ips, reason, now)}, true
+	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: podEntries(p, ips, "", now)}, true
 }
 
 // podIPs are the pod's addresses as its status gives them.

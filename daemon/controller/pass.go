@@ -46,6 +46,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	c.gauges(entries, released, cfg.IPReserveMaxCount)
 	c.countLostNodes()
 	c.watchAway()
+	c.watchCoverage()
 	c.pruneDeletedNodes()
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ type World struct {
 	// TrackedKinds are owner kinds the controller watches; owners of other
 	// kinds (Jobs, custom resources) are never judged gone.
 	TrackedKinds map[string]bool
-	Manual       map[reserve.Ref]bool // reservations an operator released (an address of one node)
+	Manual       map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
 }
 
 // Limits are the config's release rules.
@@ -99,7 +99,7 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 
 func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 	switch {
-	case w.Manual[e.Ref()]:
+	case w.Manual[e.Ref()] || w.Manual[e.Place()]:
 		return Manual, true
 	case e.Namespace != "" && w.Namespaces != nil && !w.Namespaces[e.Namespace]:
 		return NamespaceGone, true

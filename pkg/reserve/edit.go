@@ -1,39 +1,22 @@
 package reserve
 
 import (
-	"fmt"
 	"slices"
 	"time"
 )
 
-// RefSet is a set of reservations, addresses normalised.
-type RefSet map[Ref]bool
-
-// NewRefSet normalises refs; an address that does not parse is an error,
-// so that a release which would match nothing says so.
-func NewRefSet(refs []Ref) (RefSet, error) {
-	s := RefSet{}
-	for _, r := range refs {
-		addr, err := NormalizeAddr(r.IP)
-		if err != nil {
-			return nil, fmt.Errorf("reservation of node %q: %w", r.Node, err)
-		}
-		s[Ref{Node: r.Node, IP: addr}] = true
-	}
-	return s, nil
-}
-
 // Holds reports whether the object holds any of refs.
 func (c *Contents) Holds(refs RefSet) bool {
 	for _, e := range c.Entries {
-		if refs[e.Ref()] {
+		if _, ok := refs.match(e); ok {
 			return true
 		}
 	}
 	return false
 }
 
-// Release takes refs out of the object and returns those it held. An
+// Release takes refs out of the object and returns those it held, as
+// asked. An entry at a ref's place that is not the ref's entry stays. An
 // object that is not writable holds nothing capo may take out.
 func (c *Contents) Release(refs RefSet) []Ref {
 	if !c.Writable() {
@@ -41,9 +24,9 @@ func (c *Contents) Release(refs RefSet) []Ref {
 	}
 	var out []Ref
 	for addr, e := range c.Entries {
-		if refs[e.Ref()] {
+		if r, ok := refs.match(e); ok {
 			c.remove(addr)
-			out = append(out, e.Ref())
+			out = append(out, r)
 		}
 	}
 	return out
@@ -58,7 +41,7 @@ func (c *Contents) Stamp(refs RefSet, at time.Time) bool {
 	}
 	changed := false
 	for _, e := range c.Entries {
-		if refs[e.Ref()] && e.Seen.IsZero() {
+		if _, ok := refs.match(e); ok && e.Seen.IsZero() {
 			e.Seen = toSecond(at)
 			c.add(e)
 			changed = true

@@ -58,12 +58,6 @@ func (e Entry) IsSandbox(handle string) bool {
 	return e.Sandbox != "" && i >= 0 && SandboxOf(handle[i+1:]) == e.Sandbox
 }
 
-// Ref names one reservation: an address held for a node.
-type Ref struct{ Node, IP string }
-
-// Ref is the entry's name.
-func (e Entry) Ref() Ref { return Ref{Node: e.Node, IP: e.IP} }
-
 // SetPod fills what the pod object tells: its UID and its controller.
 func (e *Entry) SetPod(p *corev1.Pod) {
 	if p == nil {

@@ -15,9 +15,10 @@ type Store interface {
 	// Reserve adds entries for a node, in one write to its bucket when
 	// they fit.
 	Reserve(ctx context.Context, node string, entries []Entry) (*Result, error)
-	// Release ends reservations wherever they are held and returns those
-	// that were. It touches only reservations: an address still allocated
-	// in Calico IPAM stays allocated.
+	// Release ends the reservations refs name wherever they are held, and
+	// returns the refs that were: an entry replaced at a ref's place since
+	// is left (see Ref). It touches only reservations: an address still
+	// allocated in Calico IPAM stays allocated.
 	Release(ctx context.Context, refs []Ref) ([]Ref, error)
 	// List returns every reservation, and the capo objects it skipped
 	// because they do not decode.
@@ -73,10 +74,10 @@ func Collect(objs []*Contents) *Listing {
 			l.Legacy++
 		}
 		for _, e := range c.Entries {
-			if prev, ok := byRef[e.Ref()]; ok {
+			if prev, ok := byRef[e.Place()]; ok {
 				e = merge(prev, e)
 			}
-			byRef[e.Ref()] = e
+			byRef[e.Place()] = e
 		}
 	}
 	l.Entries = slices.Collect(maps.Values(byRef))

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
@@ -150,10 +151,10 @@ func TestConcurrentWritersAndReleaser(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range l.Entries {
-			if !kept[e.Ref()] {
-				t.Errorf("%v held but released", e.Ref())
+			if !kept[e.Place()] {
+				t.Errorf("%v held but released", e.Place())
 			}
-			delete(kept, e.Ref())
+			delete(kept, e.Place())
 		}
 		if len(kept) > 0 {
 			t.Fatalf("lost: %v", kept)
@@ -178,4 +179,42 @@ func TestUnlistingNeverStrandsAnObjectMadeAgain(t *testing.T) {
 	if got := nodeIPs(t, agent, "n1"); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.9"}) {
 		t.Fatalf("a read of n1 finds %v: 10.0.0.9 is in an object its head does not list", got)
 	}
+}
+
+// The controller plans a release on its read; before its write, the pod is
+// torn down again from another sandbox and the agent renews the entry. The
+// controller's write conflicts and is made again on a fresh read: it must
+// leave the renewed entry, and report nothing released, so that the next
+// pass plans on what is there.
+func TestReleaseAfterAConflictKeepsANewerEntry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, etcd bool) {
+		controller := reservetest.NewStore(reserve.DefaultLimits)
+		controller.Objects.EtcdDelete = etcd
+		agent := controller.Clone(reserve.DefaultLimits)
+		old := entry("10.0.0.3")
+		old.Sandbox = "aaaa"
+		if _, err := agent.Reserve(ctx, "n1", []reserve.Entry{old, entry("10.0.0.4")}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := controller.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed := old
+		renewed.Sandbox, renewed.ReservedAt = "bbbb", t0.Add(time.Minute)
+		once(controller.Objects, "update", reserve.BucketName(reserve.BucketOf("n1"), 0), func() {
+			if _, err := agent.Reserve(ctx, "n1", []reserve.Entry{renewed}); err != nil {
+				t.Error(err)
+			}
+		})
+		rel, err := controller.Release(ctx, []reserve.Ref{l.Entries[0].Ref()})
+		controller.Objects.Before = nil
+		if err != nil || len(rel) != 0 {
+			t.Fatalf("released %v %v: the planned entry was replaced before the write", rel, err)
+		}
+		held, _ := agent.ListNode(ctx, "n1")
+		if len(held) != 2 || held[0].Sandbox != "bbbb" || !held[0].ReservedAt.Equal(renewed.ReservedAt) {
+			t.Fatalf("n1 holds %+v: the renewed reservation of 10.0.0.3 was dropped", held)
+		}
+	})
 }
