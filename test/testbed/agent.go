@@ -36,7 +36,8 @@ type Agent struct {
 	proc           *proc
 	MetricsAddr    string
 	logFile        string
-	podNS, podName string // the agent's pod object, reported Ready while it runs
+	podNS, podName string        // the agent's pod object, reported Ready while it runs
+	reflecting     chan struct{} // closed when reflectReadiness has stopped; nil if never started
 }
 
 // AgentOptions are what a test may change about how the agent runs.
@@ -92,6 +93,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if err := e.setAgentPodReady(a.podNS, a.podName, true); err != nil {
 		e.T.Fatal(err)
 	}
+	a.reflectReadiness()
 	return a
 }
 
@@ -99,6 +101,9 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 // reported NotReady, as the kubelet's readiness probe would.
 func (a *Agent) Stop() {
 	a.proc.stop()
+	if a.reflecting != nil {
+		<-a.reflecting // its last report must not follow this one
+	}
 	if a.podName != "" {
 		if err := a.env.setAgentPodReady(a.podNS, a.podName, false); err != nil {
 			a.env.T.Logf("testbed: %v", err)
