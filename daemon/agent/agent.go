@@ -180,6 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		cniDone = make(chan struct{})
 		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.run(ctx); close(cniDone) })
 	}
+	a.markPresence()
 	a.readiness.serve()
 	daemon.ReleaseStartupMemory()
 	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
