@@ -43,6 +43,7 @@ type Options struct {
 	CNIConfDir     string
 	CapoIPAMSource string        // the capo-ipam binary to install
 	CNIResync      time.Duration // periodic check of the CNI chain
+	UninstallGrace time.Duration // at exit, for a DaemonSet replaced under the same name; 0 = replaceGrace
 }
 
 // Agent is the composition root: it builds the parts on real clients and
@@ -176,6 +177,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cni != nil {
 		rm = newRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+		if a.opts.UninstallGrace > 0 {
+			rm.grace = a.opts.UninstallGrace
+		}
 		go rm.watch(ctx)
 		cniDone = make(chan struct{})
 		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.run(ctx); close(cniDone) })

@@ -75,7 +75,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		"--drain-interval=1s", "--addr-sweep-interval=1s", "--log-level=debug")
 	if n := o.ManageCNI; n != nil {
 		argv = append(argv, "--manage-cni", "--cni-conf-dir="+n.ConfDir, "--cni-bin-dir="+n.BinDir,
-			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s")
+			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s", "--uninstall-grace=3s")
 	}
 	a.logFile = filepath.Join(e.Dir, "agent.log")
 	a.proc, err = e.Bed.sp.start("capo-agent", a.logFile, argv...)
