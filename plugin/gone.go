@@ -37,10 +37,10 @@ type AgentMark struct {
 // WriteAgentMark is called by capo-agent once it serves.
 func WriteAgentMark(stateDir string, m AgentMark) error {
 	data, _ := json.Marshal(m)
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(stateDir, AgentMarkFile), data, 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(stateDir, AgentMarkFile), data, 0o600)
 }
 
 // goneState is what a check observed: pure input for decideGone.
@@ -96,7 +96,7 @@ func (g goneCheck) gone(ctx context.Context) (bool, string) {
 	switch {
 	case start:
 		line := s.mark.Namespace + "/" + s.mark.Pod + " " + s.now.UTC().Format(time.RFC3339)
-		_ = fsutil.WriteFileAtomic(filepath.Join(g.stateDir, missingFile), []byte(line), 0o644)
+		_ = fsutil.WriteFileAtomic(filepath.Join(g.stateDir, missingFile), []byte(line), 0o600)
 	case s.exists:
 		_ = os.Remove(filepath.Join(g.stateDir, missingFile))
 	}
