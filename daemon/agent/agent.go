@@ -147,13 +147,6 @@ func ipamExtra(o Options) map[string]any {
 	return extra
 }
 
-// How often the prober checks that the agent can write: while ready and
-// no real write proved it lately, and while not ready.
-const (
-	probeEvery = 20 * time.Second
-	probeRetry = 2 * time.Second
-)
-
 // Run serves until ctx ends or a part fails. The socket opens only once
 // the caches have synced, so no DEL is decided on an empty cache; until
 // then capo-ipam journals, which is safe.

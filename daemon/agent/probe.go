@@ -15,6 +15,13 @@ import (
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
+// How often the prober checks that the agent can write: while ready and
+// no real write proved it lately, and while not ready.
+const (
+	probeEvery = 20 * time.Second
+	probeRetry = 2 * time.Second
+)
+
 // watchedStore tells readiness how every reservation write went. Only a
 // write that changed something proves the agent can write: a reservation
 // found already held (the controller covered it) wrote nothing.
