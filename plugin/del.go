@@ -41,6 +41,8 @@ type delDeps struct {
 	rollback bool // Calico is undoing its own failed ADD
 	env      map[string]string
 	steps    *steps // nil: not timed
+	// gone says whether capo is known to be uninstalled (gone.go); nil: never.
+	gone func(ctx context.Context) (bool, string)
 }
 
 // del reserves, then releases. The release happens only after the agent has
@@ -64,6 +66,14 @@ func del(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) erro
 	cancel()
 	d.steps.done("agent")
 	if err != nil {
+		if d.gone != nil {
+			gone, why := d.gone(ctx)
+			if gone {
+				slog.Warn("capo-agent gave no answer and capo is uninstalled: releasing as plain calico-ipam", "why", why, "err", err)
+				return release(ctx, args, conf, d)
+			}
+			slog.Info("capo is not known to be uninstalled: journaling", "why", why)
+		}
 		return journalDel(args, conf, d, req, err)
 	}
 	slog.Info("agent answered", "outcome", resp.Outcome, "ips", resp.IPs, "rule", resp.Rule)

@@ -63,6 +63,7 @@ Flags:
 	self, _ := os.Executable()
 	fs.StringVar(&o.CapoIPAMSource, "capo-ipam-source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary --manage-cni installs (capo-ipam-kube is taken from beside it)")
 	fs.DurationVar(&o.CNIResync, "cni-resync", 30*time.Second, "with --manage-cni, how often the CNI chain is checked besides watching it")
+	fs.DurationVar(&o.UninstallGrace, "uninstall-grace", 12*time.Second, "with --manage-cni, how long at exit a deleted DaemonSet may take to be re-created under the same name before the chain is restored; keep it well inside the pod's termination grace")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err
 	}

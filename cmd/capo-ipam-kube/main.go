@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/capo-net/capo/pkg/version"
@@ -25,6 +26,7 @@ func main() {
 	namespace := fs.String("namespace", "", "the pod's namespace")
 	pod := fs.String("pod", "", "the pod's name")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
+	agentPod := fs.String("agent-pod", "", "NAMESPACE/NAME: print whether this capo-agent pod exists ({\"exists\":bool}) instead of annotations")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `%s %s: prints a pod's and its namespace's annotations, read from the API server,
 as capo-ipam's ADD needs them when the node's capo-agent cannot answer.
@@ -38,6 +40,9 @@ as capo-ipam's ADD needs them when the node's capo-agent cannot answer.
 		os.Exit(0)
 	} else if err != nil {
 		os.Exit(2)
+	}
+	if *kubeconfig != "" && *agentPod != "" {
+		os.Exit(agentPodExists(*kubeconfig, *agentPod, *timeout))
 	}
 	if *kubeconfig == "" || *namespace == "" || *pod == "" {
 		fmt.Fprintln(os.Stderr, wire.KubeHelper+": --kubeconfig, --namespace and --pod are all needed; see --help")
@@ -54,4 +59,26 @@ as capo-ipam's ADD needs them when the node's capo-agent cannot answer.
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+// agentPodExists answers capo-ipam's question "is capo gone?" for one
+// step: does the pod the node's last capo-agent ran as still exist.
+func agentPodExists(kubeconfig, ref string, timeout time.Duration) int {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		fmt.Fprintln(os.Stderr, wire.KubeHelper+": --agent-pod takes NAMESPACE/NAME")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	exists, err := kubeapi.Reader{Kubeconfig: kubeconfig}.PodExists(ctx, ns, name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(map[string]bool{"exists": exists}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }

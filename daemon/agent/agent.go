@@ -8,7 +8,6 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
@@ -44,6 +43,7 @@ type Options struct {
 	CNIConfDir     string
 	CapoIPAMSource string        // the capo-ipam binary to install
 	CNIResync      time.Duration // periodic check of the CNI chain
+	UninstallGrace time.Duration // at exit, for a DaemonSet replaced under the same name; 0 = replaceGrace
 }
 
 // Agent is the composition root: it builds the parts on real clients and
@@ -65,7 +65,8 @@ type Agent struct {
 	returner *returner
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
-	ready     atomic.Bool
+	readiness *readiness // what /readyz says: can the agent reserve now
+	prober    *prober
 }
 
 // New builds an agent on real clients; meta reads objects' metadata only.
@@ -74,15 +75,20 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		opts:      opts,
 		kube:      kube,
 		meta:      meta,
-		store:     calicostore.New(calico, reserve.DefaultLimits),
 		config:    config.NewHolder(config.Default()),
 		metrics:   newMetrics(),
 		reapplied: make(chan struct{}, 1),
 	}
+	a.readiness = newReadiness(a.metrics, time.Now)
+	a.store = watchedStore{Store: calicostore.New(calico, reserve.DefaultLimits), r: a.readiness}
 	cfg := a.config.Get
 	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
 	timeout := func() time.Duration { return cfg().ReserveTimeout }
+	a.prober = &prober{
+		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
+		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
+	}
 	dec := &decider{
 		cluster: a.cluster, ipam: calico.IPAM(), reserve: a.batcher,
 		selectors: func() []selection.Selector { return cfg().Selectors },
@@ -144,43 +150,40 @@ func ipamExtra(o Options) map[string]any {
 	return extra
 }
 
-// Run serves until ctx ends. The socket opens only once the caches have
-// synced, so no DEL is decided on an empty cache; until then capo-ipam
-// journals, which is safe.
+// Run serves until ctx ends or a part fails. The socket opens only once
+// the caches have synced, so no DEL is decided on an empty cache; until
+// then capo-ipam journals, which is safe.
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var cniDone chan struct{} // closed when the CNI manager returned; nil without one
+	var rm *removal
+	defer func() {
+		a.readiness.stop()
+		cancel() // first: the CNI manager waits for it
+		if cniDone != nil {
+			<-cniDone
+			a.cni.onExit(rm)
+		}
+	}()
 	errc := make(chan error, 3)
 	go func() { errc <- a.serveMetrics(ctx) }()
-	configSynced := config.Watch(ctx, a.kube, a.opts.ConfigNamespace, a.opts.ConfigMap, a.config, a.onConfig)
-	go a.batcher.Run(ctx)
-	if !a.cluster.run(ctx) {
-		return errors.New("informer caches did not sync")
-	}
-	for !configSynced() {
-		if !sleep(ctx, 50*time.Millisecond) {
-			return nil
-		}
-	}
-	l, err := listenSocket(a.opts.Socket)
-	if err != nil {
+	served, err := a.start(ctx, errc)
+	if err != nil || served == nil {
 		return err
 	}
-	served := make(chan struct{})
-	go func() { errc <- a.server.serve(ctx, l); close(served) }()
-	go a.drainer.run(ctx)
-	go a.sweeper.run(ctx, a.reapplied)
-	go a.countLoop(ctx)
 	if a.cni != nil {
-		r := newRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
-		go r.watch(ctx)
-		done := make(chan struct{})
-		go func() { a.cni.run(ctx); close(done) }()
-		defer func() { <-done; a.cni.onExit(r) }()
+		rm = newRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
+		if a.opts.UninstallGrace > 0 {
+			rm.grace = a.opts.UninstallGrace
+		}
+		go rm.watch(ctx)
+		cniDone = make(chan struct{})
+		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.run(ctx); close(cniDone) })
 	}
-	a.ready.Store(true)
+	a.markPresence()
+	a.readiness.serve()
 	daemon.ReleaseStartupMemory()
-	slog.Info("capo-agent ready", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
+	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
 	select {
 	case <-ctx.Done():
 		// The socket's last answers, and the returns they started, finish
@@ -190,6 +193,33 @@ func (a *Agent) Run(ctx context.Context) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// start syncs the caches and the config, opens the socket and starts the
+// loops. served is closed when the socket's server has finished; nil with
+// no error means ctx ended first.
+func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struct{}, err error) {
+	configSynced := config.Watch(ctx, a.kube, a.opts.ConfigNamespace, a.opts.ConfigMap, a.config, a.onConfig)
+	a.loop(ctx, "batcher", a.batcher.Run)
+	if !a.cluster.run(ctx) {
+		return nil, errors.New("informer caches did not sync")
+	}
+	for !configSynced() {
+		if !sleep(ctx, 50*time.Millisecond) {
+			return nil, nil
+		}
+	}
+	l, err := listenSocket(a.opts.Socket)
+	if err != nil {
+		return nil, err
+	}
+	served = make(chan struct{})
+	go func() { errc <- a.server.serve(ctx, l); close(served) }()
+	a.loop(ctx, "prober", a.prober.run)
+	a.loop(ctx, "drainer", a.drainer.run)
+	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })
+	a.loop(ctx, "counter", a.countLoop)
+	return served, nil
 }
 
 func (a *Agent) onConfig(err error) {
@@ -202,7 +232,7 @@ func (a *Agent) onConfig(err error) {
 
 // serveMetrics serves /metrics, /healthz and /readyz on their own port.
 func (a *Agent) serveMetrics(ctx context.Context) error {
-	return daemon.ServeMetrics(ctx, a.opts.MetricsAddr, a.metrics.reg, a.ready.Load, "caches not synced or socket not open")
+	return daemon.ServeHealth(ctx, a.opts.MetricsAddr, a.metrics.reg, a.readiness.ready)
 }
 
 // countLoop keeps the reserved-addresses gauge current.

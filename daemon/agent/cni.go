@@ -136,11 +136,12 @@ func (m *cniManager) report(op string, r *install.Result, err error) {
 }
 
 // onExit uninstalls when capo is being removed from the cluster; a rolling
-// update or a node reboot leaves the node as it is. Once uninstalled, the
-// node's ADD records go too: nothing will read them. Journaled DELs stay
-// (their addresses stay allocated until Calico's GC frees them).
+// update, a node reboot or a DaemonSet re-created under the same name
+// leaves the node as it is. Restoring the chain is the only act: the ADD
+// records and the journal stay, harmless, for an agent that comes later
+// (a replace decided wrongly loses nothing its sweep cannot find).
 func (m *cniManager) onExit(r *removal) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), r.grace+10*time.Second)
 	defer cancel()
 	going, why := r.removing(ctx)
 	if !going {
@@ -152,8 +153,5 @@ func (m *cniManager) onExit(r *removal) {
 	if err != nil {
 		return
 	}
-	slog.Info("capo is being removed: the node's CNI chain is Calico's own again", "why", why)
-	if err := m.journal.RemoveAddrRecords(); err != nil {
-		slog.Warn("removing the ADD records", "dir", m.journal.Root, "err", err)
-	}
+	slog.Info("capo is being removed: the node's CNI chain is Calico's own again; ADD records and journal kept", "why", why, "state_dir", m.journal.Root)
 }

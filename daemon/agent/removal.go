@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -29,13 +31,15 @@ type removal struct {
 	meta     metadata.Interface // the DaemonSet's own: its spec and status are never read
 	ns, name string             // this pod
 
+	grace time.Duration // see replaceGrace
+
 	mu    sync.Mutex
 	owner *metav1.OwnerReference // the DaemonSet running this pod; nil until known
 	gone  string                 // why the DaemonSet is known to be going; "" while it stands
 }
 
 func newRemoval(kube kubernetes.Interface, meta metadata.Interface, ns, name string) *removal {
-	return &removal{kube: kube, meta: meta, ns: ns, name: name}
+	return &removal{kube: kube, meta: meta, ns: ns, name: name, grace: replaceGrace}
 }
 
 // watch learns this pod's DaemonSet, then follows it until ctx ends.
@@ -57,9 +61,10 @@ func (r *removal) watch(ctx context.Context) {
 	}
 	inf := metaInformer(r.meta, appsv1.SchemeGroupVersion.WithResource("daemonsets"), r.ns, fields.OneTermEqualSelector("metadata.name", owner.Name), trimIdentity)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    r.observe,
 		UpdateFunc: func(_, obj any) { r.observe(obj) },
 		DeleteFunc: func(obj any) {
-			if ds, ok := kubeclient.Deleted[metav1.PartialObjectMetadata](obj); ok && ds.UID == owner.UID {
+			if _, ok := kubeclient.Deleted[metav1.PartialObjectMetadata](obj); ok {
 				r.markGone("its DaemonSet was deleted")
 			}
 		},
@@ -85,18 +90,19 @@ func (r *removal) resolveOwner(ctx context.Context) error {
 	return nil
 }
 
+// observe follows the DaemonSet of the owner's name: one being deleted
+// is going; one standing, whatever its UID, is capo staying (a DaemonSet
+// re-created under the same name runs the same agents).
 func (r *removal) observe(obj any) {
 	ds, ok := obj.(*metav1.PartialObjectMetadata)
-	owner := r.getOwner()
-	if !ok || owner == nil {
+	if !ok || r.getOwner() == nil {
 		return
 	}
-	switch {
-	case ds.UID != owner.UID:
-		r.markGone("its DaemonSet was replaced by another of the same name")
-	case ds.DeletionTimestamp != nil:
+	if ds.DeletionTimestamp != nil {
 		r.markGone("its DaemonSet is being deleted")
+		return
 	}
+	r.markGone("")
 }
 
 func (r *removal) markGone(why string) {
@@ -111,45 +117,79 @@ func (r *removal) getOwner() *metav1.OwnerReference {
 	return r.owner
 }
 
-// removing is asked at exit: is capo going, and why. What the watch saw
-// decides first; otherwise one live read, where a refusal (the token or the
-// RBAC gone) counts as going and any other failure as staying.
+// replaceGrace is how long a DaemonSet seen going may take to come back
+// under the same name (helm upgrade --force, kubectl replace --force, a
+// GitOps replace) before the agent takes it for an uninstall. It fits in
+// the pod's 30 s termination grace with the socket's last answers.
+const replaceGrace = 12 * time.Second
+
+// removing is asked at exit: is capo going, and why. Only a DaemonSet
+// that stays gone (no DaemonSet of its name, or only one being deleted)
+// for the grace is an uninstall: one re-created under the same name is
+// not. A refusal (the token or the RBAC gone) counts as going unless the
+// RBAC comes back within the grace; a read that cannot answer at all
+// leaves the decision to what the watch saw.
 func (r *removal) removing(ctx context.Context) (bool, string) {
 	r.mu.Lock()
-	owner, gone := r.owner, r.gone
+	owner := r.owner
 	r.mu.Unlock()
 	switch {
-	case gone != "":
-		return true, gone
 	case owner == nil && r.name == "":
 		return false, "not run as a pod"
 	case owner != nil && owner.Kind != "DaemonSet":
 		return false, "not run by a DaemonSet"
 	case owner == nil:
 		if err := r.resolveOwner(ctx); err != nil {
-			return refusal(err)
+			return r.unanswered(err)
 		}
 		return r.removing(ctx)
 	}
-	ds, err := r.kube.AppsV1().DaemonSets(r.ns).Get(ctx, owner.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return true, "its DaemonSet is gone"
-	case err != nil:
-		return refusal(err)
-	case ds.UID != owner.UID:
-		return true, "its DaemonSet was replaced by another of the same name"
-	case ds.DeletionTimestamp != nil:
-		return true, "its DaemonSet is being deleted"
+	grace := r.grace
+	deadline := time.Now().Add(grace)
+	for {
+		going, why, answered := r.liveRead(ctx, owner)
+		switch {
+		case !answered:
+			return r.unanswered(errors.New(why))
+		case !going:
+			return false, why
+		case !time.Now().Before(deadline):
+			return true, why + fmt.Sprintf(" (and stayed so for %s)", grace)
+		}
+		if !sleep(ctx, min(time.Second, grace)) {
+			return r.unanswered(ctx.Err())
+		}
 	}
-	return false, "its DaemonSet stands (a restart or a rolling update)"
 }
 
-// refusal: the API turning the agent away means its ServiceAccount or RBAC
-// was deleted, which only happens when capo is being removed.
-func refusal(err error) (bool, string) {
-	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-		return true, "the API refuses its credentials (capo's ServiceAccount or RBAC deleted): " + err.Error()
+// liveRead reads the DaemonSet of this pod's owner's name once.
+func (r *removal) liveRead(ctx context.Context, owner *metav1.OwnerReference) (going bool, why string, answered bool) {
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	ds, err := r.kube.AppsV1().DaemonSets(r.ns).Get(rctx, owner.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, "its DaemonSet is gone", true
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return true, "the API refuses its credentials (capo's ServiceAccount or RBAC deleted): " + err.Error(), true
+	case err != nil:
+		return false, err.Error(), false
+	case ds.DeletionTimestamp != nil:
+		return true, "its DaemonSet is being deleted", true
+	case ds.UID != owner.UID:
+		return false, "its DaemonSet was re-created under the same name (a replace, not an uninstall)", true
+	}
+	return false, "its DaemonSet stands (a restart or a rolling update)", true
+}
+
+// unanswered decides when the API cannot be read: what the watch saw
+// going (the RBAC deleted before the DaemonSet), else staying.
+func (r *removal) unanswered(err error) (bool, string) {
+	r.mu.Lock()
+	gone := r.gone
+	r.mu.Unlock()
+	if gone != "" {
+		return true, gone + " (seen by the watch; the API cannot be read now: " + err.Error() + ")"
 	}
 	return false, "cannot tell (" + err.Error() + "): leaving the CNI chain as it is"
 }

@@ -48,6 +48,7 @@ func TestRemovalSeenByTheWatchSurvivesLostRBAC(t *testing.T) {
 	pod, ds := agentPodAndSet()
 	kube, meta := fake.NewClientset(pod, ds), metaOf(ds)
 	r := newRemoval(kube, meta, pod.Namespace, pod.Name)
+	r.grace = 100 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go r.watch(ctx)
@@ -95,6 +96,7 @@ func TestRemovalAtExitFromOneLiveRead(t *testing.T) {
 			pod, ds := agentPodAndSet()
 			kube := fake.NewClientset(pod, ds)
 			r := newRemoval(kube, metaOf(ds), pod.Namespace, pod.Name)
+			r.grace = 100 * time.Millisecond
 			if err := r.resolveOwner(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -27,8 +27,10 @@ const cycles = 3
 // Uninstalling capo from an opted-in node gives the node Calico's chain
 // back (the conflist byte for byte, no capo-ipam), whichever way it goes:
 // `kubectl delete -f` of the manifest `kubectl apply -f` installed (every
-// object at once, in file order), or Helm's uninstall order. Nothing of
-// capo's stays behind: no Lease, no ADD records.
+// object at once, in file order), or Helm's uninstall order. No Lease stays
+// behind; capo-ipam's ADD records do, on purpose: they are harmless, and
+// an agent installed later (or one whose DaemonSet was only replaced)
+// sweeps them for teardowns that went around capo-ipam.
 func TestUninstallRestoresCalico(t *testing.T) {
 	ctx := context.Background()
 	uninstallForThisTest(t)
@@ -88,9 +90,6 @@ func uninstallCycle(t *testing.T, i int, install, uninstall func() error) {
 	}
 	if _, err := bed.Kube.CoordinationV1().Leases(nodebed.Namespace).Get(ctx, "capo-controller", metav1.GetOptions{}); err == nil {
 		t.Errorf("cycle %d: the controller's Lease %s/capo-controller outlives the uninstall", i, nodebed.Namespace)
-	}
-	if recs, _ := nodebed.StateDir.AddrRecords(); len(recs) > 0 {
-		t.Errorf("cycle %d: %d ADD records left in %s after the uninstall", i, len(recs), nodebed.StateDir.Root)
 	}
 }
 

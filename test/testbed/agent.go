@@ -36,7 +36,8 @@ type Agent struct {
 	proc           *proc
 	MetricsAddr    string
 	logFile        string
-	podNS, podName string // the agent's pod object, reported Ready while it runs
+	podNS, podName string        // the agent's pod object, reported Ready while it runs
+	reflecting     chan struct{} // closed when reflectReadiness has stopped; nil if never started
 }
 
 // AgentOptions are what a test may change about how the agent runs.
@@ -74,7 +75,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		"--drain-interval=1s", "--addr-sweep-interval=1s", "--log-level=debug")
 	if n := o.ManageCNI; n != nil {
 		argv = append(argv, "--manage-cni", "--cni-conf-dir="+n.ConfDir, "--cni-bin-dir="+n.BinDir,
-			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s")
+			"--capo-ipam-source="+e.Bed.Bin.CapoIPAM, "--cni-resync=5s", "--uninstall-grace=3s")
 	}
 	a.logFile = filepath.Join(e.Dir, "agent.log")
 	a.proc, err = e.Bed.sp.start("capo-agent", a.logFile, argv...)
@@ -92,6 +93,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if err := e.setAgentPodReady(a.podNS, a.podName, true); err != nil {
 		e.T.Fatal(err)
 	}
+	a.reflectReadiness()
 	return a
 }
 
@@ -99,6 +101,9 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 // reported NotReady, as the kubelet's readiness probe would.
 func (a *Agent) Stop() {
 	a.proc.stop()
+	if a.reflecting != nil {
+		<-a.reflecting // its last report must not follow this one
+	}
 	if a.podName != "" {
 		if err := a.env.setAgentPodReady(a.podNS, a.podName, false); err != nil {
 			a.env.T.Logf("testbed: %v", err)

@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+)
+
+// Why the agent is not ready: the values of capo_agent_not_ready's reason
+// label, a fixed set.
+const (
+	reasonStarting    = "starting"     // no write has landed since start
+	reasonForbidden   = "forbidden"    // the datastore refuses the agent's credentials (RBAC, token)
+	reasonRefused     = "refused"      // the datastore refused the write (admission policy, webhook, validation, a full bucket)
+	reasonUnreachable = "unreachable"  // the datastore cannot be reached
+	reasonTimeout     = "timeout"      // the write did not finish in time
+	reasonConflict    = "conflict"     // the write kept losing compare-and-swap races
+	reasonError       = "error"        // any other failure of the write
+	reasonLoopStopped = "loop-stopped" // one of the agent's loops ended while the agent runs
+	reasonStopping    = "stopping"     // Run returned
+)
+
+var notReadyReasons = []string{reasonStarting, reasonForbidden, reasonRefused, reasonUnreachable, reasonTimeout, reasonConflict, reasonError, reasonLoopStopped, reasonStopping}
+
+// readiness is what /readyz says: ready means the agent can reserve now.
+// capo-controller covers a node only while its agent is not ready, so a
+// Ready agent that cannot write would leave teardowns to Calico's GC.
+// It turns not ready on any failed reservation write, and ready again
+// only when a write lands (a real one or the prober's).
+type readiness struct {
+	now     func() time.Time
+	metrics *metrics
+	wake    chan struct{} // tells the prober a write failed
+
+	mu      sync.Mutex
+	serving bool      // caches synced and the socket open
+	wrote   bool      // the last write landed
+	reason  string    // why not ready, when not
+	detail  string    // the failure, for /readyz and the log
+	proven  time.Time // when a write last landed
+	stopped []string  // loops that ended while the agent runs
+	done    bool      // Run returned
+}
+
+func newReadiness(m *metrics, now func() time.Time) *readiness {
+	r := &readiness{now: now, metrics: m, wake: make(chan struct{}, 1), reason: reasonStarting, detail: "no reservation write has landed yet"}
+	r.export()
+	return r
+}
+
+// landed records a write that reached the datastore and was accepted.
+func (r *readiness) landed() {
+	r.mu.Lock()
+	was := r.wrote
+	r.wrote, r.proven = true, r.now()
+	r.mu.Unlock()
+	if !was {
+		slog.Info("reservation writes land again: ready", "after", r.reasonNow())
+	}
+	r.export()
+}
+
+// failed records a write that did not land. A write the agent itself
+// abandoned (it is stopping) says nothing about the datastore.
+func (r *readiness) failed(err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	reason := classify(err)
+	r.mu.Lock()
+	was := r.wrote
+	r.wrote, r.reason, r.detail = false, reason, err.Error()
+	r.mu.Unlock()
+	if was {
+		slog.Error("a reservation write failed: not ready until one lands (capo-controller covers this node meanwhile)", "reason", reason, "err", err)
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	r.export()
+}
+
+// loopStopped marks one of the agent's loops as ended: a dead drain or
+// batcher cannot reserve either.
+func (r *readiness) loopStopped(name string) {
+	r.mu.Lock()
+	r.stopped = append(r.stopped, name)
+	r.mu.Unlock()
+	slog.Error("an agent loop ended while the agent runs: not ready", "loop", name)
+	r.export()
+}
+
+// serve is called once the socket is open.
+func (r *readiness) serve() {
+	r.mu.Lock()
+	r.serving = true
+	r.mu.Unlock()
+	r.export()
+}
+
+// stop is called when Run returns: nothing is served any more.
+func (r *readiness) stop() {
+	r.mu.Lock()
+	r.done = true
+	r.mu.Unlock()
+	r.export()
+}
+
+// state says whether the agent is ready and, if not, why (a reason from
+// notReadyReasons) and what failed.
+func (r *readiness) state() (ready bool, reason, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.done:
+		return false, reasonStopping, "the agent is stopping"
+	case len(r.stopped) > 0:
+		s := append([]string(nil), r.stopped...)
+		sort.Strings(s)
+		return false, reasonLoopStopped, "ended: " + strings.Join(s, ", ")
+	case !r.wrote:
+		return false, r.reason, r.detail
+	case !r.serving:
+		return false, reasonStarting, "caches not synced or socket not open"
+	}
+	return true, "", ""
+}
+
+// provenWithin says whether a write landed in the last d.
+func (r *readiness) provenWithin(d time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wrote && r.now().Sub(r.proven) < d
+}
+
+// ready is /readyz's check: ok, or why not in one line.
+func (r *readiness) ready() (bool, string) {
+	ok, reason, detail := r.state()
+	if ok {
+		return true, "can reserve"
+	}
+	return false, fmt.Sprintf("cannot reserve (%s): %s", reason, detail)
+}
+
+func (r *readiness) reasonNow() string {
+	_, reason, _ := r.state()
+	return reason
+}
+
+// export sets capo_agent_can_reserve and capo_agent_not_ready{reason}.
+func (r *readiness) export() {
+	if r.metrics == nil {
+		return
+	}
+	ok, reason, _ := r.state()
+	can := 0.0
+	if ok {
+		can = 1
+	}
+	r.metrics.canReserve.Set(can)
+	for _, x := range notReadyReasons {
+		v := 0.0
+		if x == reason {
+			v = 1
+		}
+		r.metrics.notReady.WithLabelValues(x).Set(v)
+	}
+}
+
+// classify maps a failed write to a bounded reason.
+func classify(err error) string {
+	var netErr net.Error
+	switch {
+	case errors.As(err, new(cerrors.ErrorConnectionUnauthorized)):
+		return reasonForbidden
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return reasonTimeout
+	case errors.As(err, new(cerrors.ErrorResourceUpdateConflict)), errors.As(err, new(cerrors.ErrorResourceAlreadyExists)):
+		return reasonConflict
+	case errors.As(err, &netErr), errors.As(err, new(*net.OpError)), strings.Contains(err.Error(), "connection refused"):
+		return reasonUnreachable
+	case errors.As(err, new(cerrors.ErrorDatastoreError)), errors.As(err, new(cerrors.ErrorValidation)):
+		return reasonRefused
+	}
+	return reasonError
+}

@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+	"github.com/projectcalico/calico/libcalico-go/lib/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+
+	"github.com/capo-net/capo/pkg/reserve/reservetest"
+)
+
+// fakeCalico is the part of libcalico-go's client the agent builds on; any
+// other call panics (the embedded interface is nil).
+type fakeCalico struct {
+	clientv3.Interface
+	objs *reservetest.Objects
+}
+
+type fakeReservations struct{ *reservetest.Objects }
+
+func (fakeReservations) Watch(context.Context, options.ListOptions) (watch.Interface, error) {
+	return nil, errors.New("no watch in this fake")
+}
+
+func (f fakeCalico) IPReservations() clientv3.IPReservationInterface {
+	return fakeReservations{Objects: f.objs}
+}
+
+func (f fakeCalico) IPAM() ipam.Interface { return nil }
+
+// testAgent is an agent on fake clients, its socket and state in a
+// temporary directory, CNI management on.
+func testAgent(t *testing.T, metricsAddr string) *Agent {
+	dir := t.TempDir()
+	opts := Options{
+		NodeName: "n1", Socket: filepath.Join(dir, "agent.sock"), StateDir: filepath.Join(dir, "state"),
+		MetricsAddr: metricsAddr, ConfigNamespace: "capo-system", ConfigMap: "capo-config",
+		DrainInterval: time.Hour, SweepInterval: time.Hour,
+		ManageCNI: true, CNIConfDir: filepath.Join(dir, "net.d"), CNIBinDir: filepath.Join(dir, "bin"),
+		CapoIPAMSource: filepath.Join(dir, "capo-ipam"), CNIResync: time.Hour,
+	}
+	return New(opts, fake.NewClientset(), metadatafake.NewSimpleMetadataClient(metaScheme()), fakeCalico{objs: reservetest.NewObjects()})
+}
+
+// A fatal error with CNI management on used to hang Run: the wait for the
+// CNI manager ran before the cancel that ends it. Run must return the
+// error, not ready, within a bound.
+func TestRunReturnsAFatalErrorWithCNIManagementOn(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	a := testAgent(t, busy.Addr().String()) // the metrics port is taken: a fatal error
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Run returned no error with its metrics port taken")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15 s of a fatal error")
+	}
+	if ok, why := a.readiness.ready(); ok {
+		t.Fatalf("ready after Run returned: %q", why)
+	}
+}
+
+// Stopped by its context, Run returns too, and /readyz says it is stopping.
+func TestRunStopsWithItsContext(t *testing.T) {
+	a := testAgent(t, "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for ok, _ := a.readiness.ready(); !ok; ok, _ = a.readiness.ready() {
+		if time.Now().After(deadline) {
+			_, why := a.readiness.ready()
+			t.Fatalf("not ready: %s", why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15 s of its context ending")
+	}
+	wantReady(t, a.readiness, false, reasonStopping)
+}
