@@ -25,7 +25,10 @@ import (
 const (
 	AgentMarkFile = "agent.json"          // in the state dir: the agent's pod
 	missingFile   = "agent-missing-since" // when a DEL first found that pod gone
-	goneAfter     = 5 * time.Minute
+	// goneAfter is long against a DaemonSet pod replaced by one that cannot
+	// start (its image, its node's resources): until then DELs are journaled
+	// and capo-controller covers the node, as for any agent away.
+	goneAfter = time.Hour
 )
 
 // AgentMark names the pod the node's capo-agent runs as.

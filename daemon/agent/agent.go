@@ -165,6 +165,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.cni.onExit(rm)
 		}
 	}()
+	// Named before anything can stall (caches, the datastore): an agent
+	// that runs at all, even one that never gets to serve, keeps capo-ipam
+	// from taking capo as uninstalled.
+	a.markPresence()
 	errc := make(chan error, 3)
 	go func() { errc <- a.serveMetrics(ctx) }()
 	served, err := a.start(ctx, errc)
@@ -180,7 +184,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		cniDone = make(chan struct{})
 		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.run(ctx); close(cniDone) })
 	}
-	a.markPresence()
 	a.readiness.serve()
 	daemon.ReleaseStartupMemory()
 	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
