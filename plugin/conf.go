@@ -47,6 +47,9 @@ type IPAMConf struct {
 	AgentSocket     string          `json:"agent_socket,omitempty"`
 	AgentTimeout    Duration        `json:"agent_timeout,omitempty"`
 	StateDir        string          `json:"state_dir,omitempty"`
+	// UninstalledAfter is how long the node's last agent pod must be gone
+	// before capo-ipam takes capo as uninstalled (gone.go).
+	UninstalledAfter Duration `json:"uninstalled_after,omitempty"`
 
 	delegateType string
 }
@@ -55,7 +58,7 @@ type IPAMConf struct {
 // most likely meant for the delegate.
 var knownIPAMKeys = map[string]bool{
 	"type": true, "delegate": true, "delegate_timeout": true, "log_level": true, "log_file": true,
-	"agent_socket": true, "agent_timeout": true, "state_dir": true,
+	"agent_socket": true, "agent_timeout": true, "state_dir": true, "uninstalled_after": true,
 }
 
 // DefaultAgentTimeout is how long a DEL waits for the agent before it
@@ -141,6 +144,9 @@ func (c *NetConf) parseIPAM(block []byte) error {
 		return fmt.Errorf("ipam.delegate type %q must be a plugin name, not a path", d.Type)
 	}
 	c.IPAM.delegateType = d.Type
+	if c.IPAM.UninstalledAfter <= 0 {
+		c.IPAM.UninstalledAfter = Duration(goneAfter)
+	}
 	if c.IPAM.DelegateTimeout <= 0 {
 		c.IPAM.DelegateTimeout = Duration(DefaultDelegateTimeout)
 	}

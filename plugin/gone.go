@@ -25,9 +25,10 @@ import (
 const (
 	AgentMarkFile = "agent.json"          // in the state dir: the agent's pod
 	missingFile   = "agent-missing-since" // when a DEL first found that pod gone
-	// goneAfter is long against a DaemonSet pod replaced by one that cannot
-	// start (its image, its node's resources): until then DELs are journaled
-	// and capo-controller covers the node, as for any agent away.
+	// goneAfter (uninstalled_after in the netconf) is long against a
+	// DaemonSet pod replaced by one that cannot start (its image, its node's
+	// resources): until then DELs are journaled and capo-controller covers
+	// the node, as for any agent away.
 	goneAfter = time.Hour
 )
 
@@ -80,11 +81,16 @@ type goneCheck struct {
 	kubeconfig string
 	paths      []string // CNI_PATH, split
 	now        func() time.Time
+	after      time.Duration // 0: goneAfter
 }
 
 // gone says whether capo is known to be uninstalled, and why (or why not).
 func (g goneCheck) gone(ctx context.Context) (bool, string) {
-	s := goneState{now: g.now(), goneAfter: goneAfter}
+	after := g.after
+	if after <= 0 {
+		after = goneAfter
+	}
+	s := goneState{now: g.now(), goneAfter: after}
 	if data, err := os.ReadFile(filepath.Join(g.stateDir, AgentMarkFile)); err == nil {
 		var m AgentMark
 		if json.Unmarshal(data, &m) == nil && m.Namespace != "" && m.Pod != "" {

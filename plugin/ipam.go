@@ -109,7 +109,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		rollback: parentIsAdding(),
 		env:      cniEnv(),
 		steps:    st,
-		gone:     goneCheck{stateDir: c.conf.IPAM.StateDir, kubeconfig: calicoSettingsOf(c.conf).Kubernetes.Kubeconfig, paths: c.d.Paths, now: time.Now}.gone,
+		gone:     goneCheck{stateDir: c.conf.IPAM.StateDir, kubeconfig: calicoSettingsOf(c.conf).Kubernetes.Kubeconfig, paths: c.d.Paths, now: time.Now, after: c.conf.IPAM.UninstalledAfter.D()}.gone,
 	}
 	st.done("setup")
 	err = del(c.ctx, args, c.conf, deps)
