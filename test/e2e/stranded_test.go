@@ -33,7 +33,10 @@ func TestUninstallWithTheNodeDownDoesNotStrandIt(t *testing.T) {
 			}
 		}
 		del(0) // the agent's pod still stands: capo is there, away
-		if err := env.Kube.CoreV1().Pods(env.Namespace).Delete(ctx, agentPod, metav1.DeleteOptions{}); err != nil {
+		// Gone for good: a forced delete, or the kubelet confirming the
+		// deletion once the node is back.
+		zero := int64(0)
+		if err := env.Kube.CoreV1().Pods(env.Namespace).Delete(ctx, agentPod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
 		del(1) // gone, but not for long yet
