@@ -256,7 +256,7 @@ func (a *Agent) countReserved(ctx context.Context) {
 	}
 	a.metrics.reservedIPs.Set(float64(len(entries)))
 	a.held.replace(entries)
-	a.returner.reconcile(ctx, entries, a.cluster.cachedPod, a.ifNameOf)
+	a.returner.reconcile(ctx, a.returner.reconcilable(ctx, entries), a.cluster.cachedPod, a.ifNameOf)
 }
 
 // ifNameOf is the interface capo-ipam recorded for the sandbox behind a

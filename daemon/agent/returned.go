@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/wire"
@@ -141,6 +142,21 @@ func (r *returner) reconcile(ctx context.Context, entries []reserve.Entry, podOf
 		r.metrics.returns.WithLabelValues(wire.Returned, "reconciled").Inc()
 		r.end(ctx, pod, []string{e.IP})
 	}
+}
+
+// reconcilable are the reservations a pod on this node may have got back:
+// this node's, and with anyNode every node's (one more list of the
+// reservation objects every 30 s, as each calico-ipam ADD makes one).
+func (r *returner) reconcilable(ctx context.Context, own []reserve.Entry) []reserve.Entry {
+	if r.mode == nil || r.mode() != config.ReturnAnyNode {
+		return own
+	}
+	l, err := r.store.List(ctx)
+	if err != nil {
+		slog.Warn("reading every node's reservations for the returns to reconcile; this node's only", "err", err)
+		return own
+	}
+	return l.Entries
 }
 
 // currentSandbox is the sandbox Calico allocates e's address to, when it

@@ -223,3 +223,31 @@ func TestOfferReadsTheReservationsAfresh(t *testing.T) {
 		t.Fatalf("offered %+v from a stale index", got)
 	}
 }
+
+// With anyNode a pod may have got back, on this node, an address another
+// node's teardown reserved: the reconcile reads every node's reservations
+// then, and ends that one too once Calico shows the pod up with it.
+func TestReconcileAnyNodeReadsEveryNode(t *testing.T) {
+	ctx := context.Background()
+	store := reservetest.NewStore(reserve.DefaultLimits)
+	e := reserve.Entry{IP: "10.0.0.7", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0), Sandbox: "old"}
+	if _, err := store.Reserve(ctx, "n2", []reserve.Entry{e}); err != nil {
+		t.Fatal(err)
+	}
+	r, pod := returnerHolding(t, store)
+	for _, tc := range []struct {
+		mode config.ReturnMode
+		want int
+	}{{config.ReturnSameNode, 1}, {config.ReturnAnyNode, 0}} {
+		mode, want := tc.mode, tc.want
+		r.mode = func() config.ReturnMode { return mode }
+		r.reconcile(ctx, r.reconcilable(ctx, nil), func(string, string) *corev1.Pod { return pod }, func(string) string { return "eth0" })
+		held, err := store.ListNode(ctx, "n2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) != want {
+			t.Fatalf("%s: n2 holds %d, want %d", mode, len(held), want)
+		}
+	}
+}
