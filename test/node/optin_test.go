@@ -35,6 +35,16 @@ func TestOptInInstallsOptOutRestores(t *testing.T) {
 		t.Fatalf("%s/capo-ipam is not the image's capo-ipam (%v)", nodebed.CNIBinDir, err)
 	}
 
+	// The chart's probes are on the node's loopback, apart from /metrics.
+	for _, c := range []struct {
+		addr, path string
+		want       int
+	}{{"127.0.0.1:9469", "/livez", 200}, {"127.0.0.1:9469", "/healthz", 200}, {"127.0.0.1:9467", "/readyz", 404}, {"127.0.0.1:9467", "/metrics", 200}} {
+		if got, err := nodebed.AgentStatus(c.addr, c.path); err != nil || got != c.want {
+			t.Errorf("agent %s%s: %d (%v), want %d", c.addr, c.path, got, err, c.want)
+		}
+	}
+
 	bed.StatefulSet(t, ns, "db", 1, nodebed.Workload{})
 	pod := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
 	if err := bed.AllocatedTo(ctx, cidr, pod.Status.PodIP, pod); err != nil {

@@ -88,6 +88,17 @@ func AgentMetrics() (string, error) {
 	return string(b), err
 }
 
+// AgentStatus is the HTTP status the node's agent answers at addr+path:
+// its probes on the chart's loopback health port, its metrics port.
+func AgentStatus(addr, path string) (int, error) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // CNIState is the node's CNI as the runtime sees it.
 type CNIState struct {
 	Conflist      []byte
