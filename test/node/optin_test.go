@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,24 @@ func TestOptInInstallsOptOutRestores(t *testing.T) {
 		}
 	}
 
+	// Of Calico's run directory the agent sees only the IPAM lock, the
+	// host's very file, so calico-ipam's releases it replays share it.
+	root, err := nodebed.AgentRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bird := "/var/run/calico/bird.ctl" // a stand-in for BIRD's socket, beside the lock on the host
+	if err := os.WriteFile(bird, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(bird)
+	if names := dirNames(t, filepath.Join(root, "/var/run/calico")); len(names) != 1 || names[0] != "ipam.lock" {
+		t.Errorf("the agent sees %v in /var/run/calico, want [ipam.lock]", names)
+	}
+	if a, b := inode(t, filepath.Join(root, "/var/run/calico/ipam.lock")), inode(t, "/var/run/calico/ipam.lock"); a != b {
+		t.Errorf("the agent's ipam.lock is not the host's (inode %d, host %d)", a, b)
+	}
+
 	bed.StatefulSet(t, ns, "db", 1, nodebed.Workload{})
 	pod := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
 	if err := bed.AllocatedTo(ctx, cidr, pod.Status.PodIP, pod); err != nil {
@@ -57,4 +76,26 @@ func TestOptInInstallsOptOutRestores(t *testing.T) {
 
 	bed.OptOut(t)
 	nodebed.Eventually(t, 30*time.Second, "Calico's own chain back after opt-out", bed.CalicoOnly)
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
 }
