@@ -8,17 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
 	"syscall"
-	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
@@ -89,46 +85,6 @@ func (f *Flags) Resolve(component string) (slog.Level, float32, error) {
 		return 0, 0, fmt.Errorf("%s: --log-level: %w", component, err)
 	}
 	return l, float32(f.qps), nil
-}
-
-// ServeMetrics serves /metrics from reg, with capo_build_info added,
-// /healthz, and /readyz (200 once ready says so) on addr until ctx ends.
-func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() bool, notReady string) error {
-	return ServeHealth(ctx, addr, reg, func() (bool, string) {
-		if ready() {
-			return true, "ok"
-		}
-		return false, notReady
-	})
-}
-
-// ServeHealth is ServeMetrics where readiness also says why: /readyz's
-// body is ready's message, with 200 or 503.
-func ServeHealth(ctx context.Context, addr string, reg *prometheus.Registry, ready func() (bool, string)) error {
-	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		ok, why := ready()
-		if !ok {
-			http.Error(w, why, http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte(why + "\n"))
-	})
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listener on %s (is another process using the port? see --metrics-addr): %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }
 
 // buildInfo is 1, labelled with the version stamped at link time: which

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -31,6 +32,7 @@ type Options struct {
 	Socket          string
 	StateDir        string
 	MetricsAddr     string
+	HealthAddr      string // /healthz, /readyz, /livez; the metrics address serves them too when equal
 	ConfigNamespace string
 	ConfigMap       string
 	DrainInterval   time.Duration
@@ -186,7 +188,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.readiness.serve()
 	daemon.ReleaseStartupMemory()
-	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr)
+	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr, "health", a.opts.HealthAddr)
 	select {
 	case <-ctx.Done():
 		// The socket's last answers, and the returns they started, finish
@@ -233,9 +235,28 @@ func (a *Agent) onConfig(err error) {
 	a.metrics.configReloads.WithLabelValues("success").Inc()
 }
 
-// serveMetrics serves /metrics, /healthz and /readyz on their own port.
+// serveMetrics serves /metrics, and the probes on their own (loopback)
+// address: a hostNetwork pod's health is nobody's business off the node.
 func (a *Agent) serveMetrics(ctx context.Context) error {
-	return daemon.ServeHealth(ctx, a.opts.MetricsAddr, a.metrics.reg, a.readiness.ready)
+	mux, err := daemon.MetricsMux(a.metrics.reg)
+	if err != nil {
+		return err
+	}
+	if a.opts.HealthAddr == "" || a.opts.HealthAddr == a.opts.MetricsAddr {
+		daemon.HandleProbes(mux, a.readiness.ready, a.readiness.live)
+		return daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr")
+	}
+	probes := http.NewServeMux()
+	daemon.HandleProbes(probes, a.readiness.ready, a.readiness.live)
+	errc := make(chan error, 2)
+	go func() { errc <- daemon.Serve(ctx, a.opts.HealthAddr, probes, "health", "--health-addr") }()
+	go func() { errc <- daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr") }()
+	for range 2 {
+		if err := <-errc; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // countLoop keeps the reserved-addresses gauge current.

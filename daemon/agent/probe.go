@@ -96,14 +96,14 @@ func (p *prober) once(ctx context.Context) {
 	if p.r.provenWithin(p.every) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
 	if p.batcher != nil {
-		if _, err := p.batcher.Reserve(ctx, nil); err != nil {
+		if err := p.ping(ctx); err != nil {
 			p.r.failed(fmt.Errorf("the reservation batcher did not answer: %w", err))
 			return
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	_, reason, _ := p.r.state()
 	switch err := p.rewrite(ctx, reason != "" && reason != reasonStarting); {
 	case err == nil:
@@ -112,6 +112,20 @@ func (p *prober) once(ctx context.Context) {
 	default:
 		p.r.failed(err)
 	}
+}
+
+// ping is a round trip through the batcher. It waits twice the write
+// timeout: a batcher whose write timed out still answers in time, so
+// only one that does not answer at all counts as stuck for /livez.
+func (p *prober) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
+	defer cancel()
+	p.r.pingSent()
+	_, err := p.batcher.Reserve(pctx, nil)
+	if pctx.Err() == nil || err == nil {
+		p.r.pingAnswered()
+	}
+	return err
 }
 
 // rewrite updates the bucket's head as it is. When there is none, a

@@ -48,6 +48,7 @@ type readiness struct {
 	proven  time.Time // when a write last landed
 	stopped []string  // loops that ended while the agent runs
 	done    bool      // Run returned
+	pingOut time.Time // start of a batcher round trip not answered yet: see live
 }
 
 func newReadiness(m *metrics, now func() time.Time) *readiness {

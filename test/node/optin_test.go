@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +36,34 @@ func TestOptInInstallsOptOutRestores(t *testing.T) {
 		t.Fatalf("%s/capo-ipam is not the image's capo-ipam (%v)", nodebed.CNIBinDir, err)
 	}
 
+	// The chart's probes are on the node's loopback, apart from /metrics.
+	for _, c := range []struct {
+		addr, path string
+		want       int
+	}{{"127.0.0.1:9469", "/livez", 200}, {"127.0.0.1:9469", "/healthz", 200}, {"127.0.0.1:9467", "/readyz", 404}, {"127.0.0.1:9467", "/metrics", 200}} {
+		if got, err := nodebed.AgentStatus(c.addr, c.path); err != nil || got != c.want {
+			t.Errorf("agent %s%s: %d (%v), want %d", c.addr, c.path, got, err, c.want)
+		}
+	}
+
+	// Of Calico's run directory the agent sees only the IPAM lock, the
+	// host's very file, so calico-ipam's releases it replays share it.
+	root, err := nodebed.AgentRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bird := "/var/run/calico/bird.ctl" // a stand-in for BIRD's socket, beside the lock on the host
+	if err := os.WriteFile(bird, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(bird)
+	if names := dirNames(t, filepath.Join(root, "/var/run/calico")); len(names) != 1 || names[0] != "ipam.lock" {
+		t.Errorf("the agent sees %v in /var/run/calico, want [ipam.lock]", names)
+	}
+	if a, b := inode(t, filepath.Join(root, "/var/run/calico/ipam.lock")), inode(t, "/var/run/calico/ipam.lock"); a != b {
+		t.Errorf("the agent's ipam.lock is not the host's (inode %d, host %d)", a, b)
+	}
+
 	bed.StatefulSet(t, ns, "db", 1, nodebed.Workload{})
 	pod := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
 	if err := bed.AllocatedTo(ctx, cidr, pod.Status.PodIP, pod); err != nil {
@@ -47,4 +76,26 @@ func TestOptInInstallsOptOutRestores(t *testing.T) {
 
 	bed.OptOut(t)
 	nodebed.Eventually(t, 30*time.Second, "Calico's own chain back after opt-out", bed.CalicoOnly)
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
 }

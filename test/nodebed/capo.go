@@ -88,6 +88,30 @@ func AgentMetrics() (string, error) {
 	return string(b), err
 }
 
+// AgentStatus is the HTTP status the node's agent answers at addr+path:
+// its probes on the chart's loopback health port, its metrics port.
+func AgentStatus(addr, path string) (int, error) {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// AgentRoot is the running agent container's root as the host sees it
+// (/proc/<pid>/root): what the agent can reach of the host.
+func AgentRoot() (string, error) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(string(b), "/usr/local/bin/capo-agent\x00") {
+			return filepath.Join(filepath.Dir(p), "root"), nil
+		}
+	}
+	return "", fmt.Errorf("no capo-agent process on the node")
+}
+
 // CNIState is the node's CNI as the runtime sees it.
 type CNIState struct {
 	Conflist      []byte

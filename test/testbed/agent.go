@@ -32,9 +32,14 @@ func (e *Env) Journal() journal.Dir { return journal.Dir{Root: e.StateDir()} }
 
 // Agent is a running capo-agent process for the env's node.
 type Agent struct {
-	env            *Env
-	proc           *proc
-	MetricsAddr    string
+	env         *Env
+	proc        *proc
+	MetricsAddr string
+	// HealthAddr serves /healthz, /readyz and /livez. The bed's agent
+	// serves them beside /metrics (--health-addr equal to
+	// --metrics-addr), as tests read /readyz at MetricsAddr; the chart's
+	// separate loopback port is run on the real node.
+	HealthAddr     string
 	logFile        string
 	podNS, podName string        // the agent's pod object, reported Ready while it runs
 	reflecting     chan struct{} // closed when reflectReadiness has stopped; nil if never started
@@ -61,6 +66,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	a.HealthAddr = a.MetricsAddr
 	ns := e.Namespace
 	if o.Namespace != "" {
 		ns = o.Namespace
@@ -71,7 +77,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		argv = append(argv, "KUBECONFIG="+o.Kubeconfig) // env(1): the last assignment wins
 	}
 	argv = append(argv, e.Bed.Bin.CapoAgent,
-		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr,
+		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr, "--health-addr="+a.HealthAddr,
 		"--drain-interval=1s", "--addr-sweep-interval=1s", "--log-level=debug")
 	if n := o.ManageCNI; n != nil {
 		argv = append(argv, "--manage-cni", "--cni-conf-dir="+n.ConfDir, "--cni-bin-dir="+n.BinDir,
@@ -83,7 +89,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	e.T.Cleanup(a.Stop)
-	if err := waitHTTP(a.proc, "http://"+a.MetricsAddr+"/readyz", nil, "", 30*time.Second); err != nil {
+	if err := waitHTTP(a.proc, "http://"+a.HealthAddr+"/readyz", nil, "", 30*time.Second); err != nil {
 		e.T.Fatalf("capo-agent not ready (log %s): %v", filepath.Join(e.Dir, "agent.log"), err)
 	}
 	a.podNS, a.podName = ns, o.PodName

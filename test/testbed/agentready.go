@@ -23,7 +23,7 @@ func (a *Agent) reflectReadiness() {
 				return
 			case <-t.C:
 			}
-			now := readyz(client, "http://"+a.MetricsAddr+"/readyz")
+			now := readyz(client, "http://"+a.HealthAddr+"/readyz")
 			if now == last {
 				continue
 			}

@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Check answers a probe: ok, and a one-line reason either way.
+type Check func() (bool, string)
+
+// ServeMetrics serves /metrics from reg, with capo_build_info added,
+// /healthz, and /readyz (200 once ready says so) on addr until ctx ends.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() bool, notReady string) error {
+	mux, err := MetricsMux(reg)
+	if err != nil {
+		return err
+	}
+	HandleProbes(mux, func() (bool, string) {
+		if ready() {
+			return true, "ok"
+		}
+		return false, notReady
+	}, nil)
+	return Serve(ctx, addr, mux, "metrics", "--metrics-addr")
+}
+
+// MetricsMux serves /metrics from reg, with capo_build_info added.
+func MetricsMux(reg *prometheus.Registry) (*http.ServeMux, error) {
+	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux, nil
+}
+
+// HandleProbes adds /healthz (the process answers), /readyz and, when
+// live is set, /livez: 200 or 503, the check's reason as the body.
+func HandleProbes(mux *http.ServeMux, ready, live Check) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", probeHandler(ready))
+	if live != nil {
+		mux.HandleFunc("/livez", probeHandler(live))
+	}
+}
+
+func probeHandler(check Check) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := check()
+		if !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(why + "\n"))
+	}
+}
+
+// Serve serves mux on addr until ctx ends; what and flag name the
+// listener in the error when the address is taken.
+func Serve(ctx context.Context, addr string, mux http.Handler, what, flag string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s listener on %s (is another process using the port? see %s): %w", what, addr, flag, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
