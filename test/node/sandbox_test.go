@@ -48,14 +48,19 @@ func TestSandboxRecreationKeepsTheAddress(t *testing.T) {
 	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
 		return bed.AllocatedTo(ctx, cidr, oldIP, pod)
 	})
-	var changed, returned bool
-	for _, ev := range bed.PodEvents(ns, string(pod.UID)) {
-		changed = changed || strings.HasPrefix(ev, "SandboxChanged")
-		returned = returned || strings.HasPrefix(ev, "AddressReturned")
-	}
-	if !changed || !returned {
-		t.Fatalf("want SandboxChanged and AddressReturned events on zk-0: %v", bed.PodEvents(ns, string(pod.UID)))
-	}
+	// Events are recorded asynchronously, after the reservation has ended.
+	nodebed.Eventually(t, 15*time.Second, "SandboxChanged and AddressReturned events on zk-0", func() error {
+		var changed, returned bool
+		evs := bed.PodEvents(ns, string(pod.UID))
+		for _, ev := range evs {
+			changed = changed || strings.HasPrefix(ev, "SandboxChanged")
+			returned = returned || strings.HasPrefix(ev, "AddressReturned")
+		}
+		if !changed || !returned {
+			return fmt.Errorf("events %v", evs)
+		}
+		return nil
+	})
 }
 
 // pausePid is the host pid of a sandbox's pause process, from containerd.
