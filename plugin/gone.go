@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/fsutil"
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -23,8 +24,7 @@ import (
 // node's last agent ran as (it names itself in the state dir) has been
 // absent from the API server for goneAfter. Anything unknown keeps capo.
 const (
-	AgentMarkFile = "agent.json"          // in the state dir: the agent's pod
-	missingFile   = "agent-missing-since" // when a DEL first found that pod gone
+	missingFile = "agent-missing-since" // in the state dir: when a DEL first found the agent's pod gone
 	// goneAfter (uninstalled_after in the netconf) is long against a
 	// DaemonSet pod replaced by one that cannot start (its image, its node's
 	// resources): until then DELs are journaled and capo-controller covers
@@ -32,27 +32,12 @@ const (
 	goneAfter = time.Hour
 )
 
-// AgentMark names the pod the node's capo-agent runs as.
-type AgentMark struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-}
-
-// WriteAgentMark is called by capo-agent once it serves.
-func WriteAgentMark(stateDir string, m AgentMark) error {
-	data, _ := json.Marshal(m)
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(filepath.Join(stateDir, AgentMarkFile), data, 0o600)
-}
-
 // goneState is what a check observed: pure input for decideGone.
 type goneState struct {
-	mark      *AgentMark // nil: no agent ever named itself here
-	exists    bool       // the agent's pod was found
-	err       error      // the API server could not say
-	missing   time.Time  // when the pod was first found absent; zero if never
+	mark      *journal.AgentMark // nil: no agent ever named itself here
+	exists    bool               // the agent's pod was found
+	err       error              // the API server could not say
+	missing   time.Time          // when the pod was first found absent; zero if never
 	now       time.Time
 	goneAfter time.Duration
 }
@@ -91,12 +76,7 @@ func (g goneCheck) gone(ctx context.Context) (bool, string) {
 		after = goneAfter
 	}
 	s := goneState{now: g.now(), goneAfter: after}
-	if data, err := os.ReadFile(filepath.Join(g.stateDir, AgentMarkFile)); err == nil {
-		var m AgentMark
-		if json.Unmarshal(data, &m) == nil && m.Namespace != "" && m.Pod != "" {
-			s.mark = &m
-		}
-	}
+	s.mark = journal.Dir{Root: g.stateDir}.AgentMark()
 	if s.mark != nil {
 		s.missing = g.missingSince(s.mark)
 		s.exists, s.err = g.podExists(ctx, s.mark)
@@ -114,7 +94,7 @@ func (g goneCheck) gone(ctx context.Context) (bool, string) {
 
 // missingSince is when a DEL first found m's pod absent: a record about
 // another pod (an agent that came and went since) does not count.
-func (g goneCheck) missingSince(m *AgentMark) time.Time {
+func (g goneCheck) missingSince(m *journal.AgentMark) time.Time {
 	data, err := os.ReadFile(filepath.Join(g.stateDir, missingFile))
 	if err != nil {
 		return time.Time{}
@@ -128,7 +108,7 @@ func (g goneCheck) missingSince(m *AgentMark) time.Time {
 }
 
 // podExists asks capo-ipam-kube, which has the HTTPS client capo-ipam lacks.
-func (g goneCheck) podExists(ctx context.Context, m *AgentMark) (bool, error) {
+func (g goneCheck) podExists(ctx context.Context, m *journal.AgentMark) (bool, error) {
 	if g.kubeconfig == "" {
 		return false, errors.New("the netconf names no kubernetes.kubeconfig")
 	}

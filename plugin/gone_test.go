@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
 func TestDecideGoneOnlyOnLastingEvidence(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	mark := &AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}
+	mark := &journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}
 	cases := map[string]struct {
 		s           goneState
 		gone, start bool
@@ -46,7 +47,7 @@ func TestGoneCheckNeedsTheAgentsPodAbsentForTheGrace(t *testing.T) {
 	if gone, why := g.gone(context.Background()); gone {
 		t.Fatalf("gone with no agent mark: %s", why)
 	}
-	if err := WriteAgentMark(dir, AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
 		t.Fatal(err)
 	}
 	if gone, why := g.gone(context.Background()); gone {
@@ -57,7 +58,7 @@ func TestGoneCheckNeedsTheAgentsPodAbsentForTheGrace(t *testing.T) {
 		t.Fatalf("not gone after an hour of absence: %s", why)
 	}
 	// Another agent came and went since: its absence starts afresh.
-	if err := WriteAgentMark(dir, AgentMark{Namespace: "capo-system", Pod: "capo-agent-y2"}); err != nil {
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-y2"}); err != nil {
 		t.Fatal(err)
 	}
 	if gone, why := g.gone(context.Background()); gone {
@@ -67,7 +68,7 @@ func TestGoneCheckNeedsTheAgentsPodAbsentForTheGrace(t *testing.T) {
 
 func TestGoneCheckKeepsCapoWhenUnsure(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteAgentMark(dir, AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
 		t.Fatal(err)
 	}
 	old := "capo-system/capo-agent-x1 " + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/capo-net/capo/plugin"
+	"github.com/capo-net/capo/pkg/journal"
 )
 
 // markPresence names this agent's pod in the state dir. capo-ipam, finding
@@ -16,7 +16,7 @@ func (a *Agent) markPresence() {
 	if pod == "" {
 		return // not run as a pod: capo-ipam never takes capo as gone
 	}
-	if err := plugin.WriteAgentMark(a.opts.StateDir, plugin.AgentMark{Namespace: ns, Pod: pod}); err != nil {
+	if err := (journal.Dir{Root: a.opts.StateDir}).WriteAgentMark(journal.AgentMark{Namespace: ns, Pod: pod}); err != nil {
 		slog.Warn("cannot name this agent's pod in the state dir; capo-ipam will journal, never release, if the agent goes for good", "dir", a.opts.StateDir, "err", err)
 	}
 }
