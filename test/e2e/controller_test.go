@@ -357,15 +357,24 @@ func TestLeaderFailoverLosesNothingAndReleasesOnce(t *testing.T) {
 		eventually(t, 10*time.Second, "the standby takes the lease", standby.Leading)
 		eventually(t, 30*time.Second, "all twenty released", func() bool { return len(env.Reservations()) == 0 })
 		// Every address released exactly once, across both replicas' logs
-		// (the killed one's log outlives it).
-		count := map[string]int{}
-		for _, c := range []*testbed.Controller{leader, standby} {
-			for _, line := range strings.Split(c.Log(), "\n") {
-				var l struct{ Msg, IP string }
-				if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "released" {
-					count[l.IP]++
+		// (the killed one's log outlives it). A replica logs a release after
+		// its write lands, so the last lines may follow the empty read.
+		var count map[string]int
+		logged := func() bool {
+			count = map[string]int{}
+			for _, c := range []*testbed.Controller{leader, standby} {
+				for _, line := range strings.Split(c.Log(), "\n") {
+					var l struct{ Msg, IP string }
+					if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "released" {
+						count[l.IP]++
+					}
 				}
 			}
+			return len(count) == len(es)
+		}
+		if !logged() {
+			time.Sleep(2 * time.Second)
+			logged()
 		}
 		for _, e := range es {
 			if count[e.IP] != 1 {
