@@ -29,14 +29,17 @@ import (
 
 // Options are the controller's settings, from flags and the environment.
 type Options struct {
-	Namespace     string // the lease and the config live here
-	ConfigMap     string
-	LeaseName     string
-	Identity      string
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
-	MetricsAddr   string
+	Namespace string // the lease and the config live here
+	ConfigMap string
+	// ReleaseConfigMap holds release requests by hand, in Namespace;
+	// "" means DefaultReleaseConfigMap.
+	ReleaseConfigMap string
+	LeaseName        string
+	Identity         string
+	LeaseDuration    time.Duration
+	RenewDeadline    time.Duration
+	RetryPeriod      time.Duration
+	MetricsAddr      string
 	// AgentSelector picks the capo-agent pods (in Namespace) whose
 	// readiness says a node's teardowns are covered.
 	AgentSelector string
@@ -72,10 +75,14 @@ type Controller struct {
 	// uncoveredNodes are the opted-in nodes uncovered at the last pass.
 	uncoveredNodes map[string]bool
 	unreadable     map[string]string // reservation objects reported unreadable, and why
+	legacyWarned   map[string]string // nodes told their release annotation is not read, and its value
 }
 
 // New builds a controller on real clients.
 func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam calicoipam.Reader) (*Controller, error) {
+	if opts.ReleaseConfigMap == "" {
+		opts.ReleaseConfigMap = DefaultReleaseConfigMap
+	}
 	if opts.AgentSelector == "" {
 		opts.AgentSelector = DefaultAgentSelector
 	}
@@ -91,13 +98,14 @@ func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam cali
 		recent:         &recentTeardowns{},
 		config:         config.NewHolder(config.Default()),
 		metrics:        newMetrics(),
-		caches:         newCaches(kube, agents),
+		caches:         newCaches(kube, agents, opts.Namespace, opts.ReleaseConfigMap),
 		recorder:       b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
 		now:            time.Now,
 		kick:           make(chan struct{}, 1),
 		deletedNodes:   map[string]deletedNode{},
 		away:           map[string]bool{},
 		uncoveredNodes: map[string]bool{},
+		legacyWarned:   map[string]string{},
 	}
 	c.watchTriggers()
 	return c, nil

@@ -27,13 +27,9 @@ func (c *Controller) watchTriggers() {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: due, UpdateFunc: dueUpdate})
 	}
 	_, _ = c.caches.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) {
-			if n, ok := obj.(*corev1.Node); ok && n.Annotations[ReleaseAnnotation] != "" {
-				c.due()
-			}
-		},
 		DeleteFunc: func(obj any) { c.nodeDeleted(obj) },
 	})
+	_, _ = c.caches.requests.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: due, UpdateFunc: dueUpdate})
 	_, _ = c.caches.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*corev1.Pod)

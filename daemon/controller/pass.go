@@ -2,27 +2,18 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
-
-// ReleaseAnnotation on a Node asks the controller to release reservations
-// by hand: "all" (every address held for that node), a comma-separated list
-// of addresses, or "pod=<namespace>/<name>". The controller removes the
-// annotation once done.
-const ReleaseAnnotation = "capo.io/release"
 
 // pass reads every reservation, plans, releases what is due, and then
 // looks after the store (upkeep).
@@ -37,7 +28,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
-	var asked []string // nodes whose release annotation this pass answers
+	var asked []request // release requests by hand this pass answers
 	w.Manual, asked = c.manualRequests(entries)
 	t := c.now()
 	plan := release.Plan(entries, t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, w)
@@ -51,9 +42,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, node := range asked {
-		c.clearManual(ctx, node)
-	}
+	c.clearManual(ctx, asked)
 	return c.upkeep(ctx, entries, released)
 }
 
@@ -126,33 +115,6 @@ func (c *Controller) countLostNodes() {
 	c.metrics.lostNodes.Set(float64(n))
 }
 
-// manualRequests turns the nodes' release annotations into reservations (an
-// address of that node). A request that matches nothing is said on the node
-// (an Event), not dropped in silence: the operator may have mistyped.
-func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, []string) {
-	manual := map[reserve.Ref]bool{}
-	var nodes []string
-	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
-		v, ok := n.Annotations[ReleaseAnnotation]
-		if !ok {
-			continue
-		}
-		nodes = append(nodes, n.Name)
-		matched := 0
-		for _, e := range entries {
-			if e.Node == n.Name && matchesManual(v, e) {
-				manual[e.Ref()] = true
-				matched++
-			}
-		}
-		if matched == 0 {
-			c.recorder.Eventf(n, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s=%q matches no address capo holds for this node; see kubectl capo list --node %s", ReleaseAnnotation, v, n.Name)
-			slog.Warn("a release by hand matched nothing", "node", n.Name, "request", v)
-		}
-	}
-	return manual, nodes
-}
-
 // matchesManual: "all", "pod=<namespace>/<name>", or addresses (any
 // spelling: fd00:0::1, FD00::1 and fd00::1/128 are one address; a wider
 // CIDR held as added by hand is named by itself).
@@ -171,11 +133,4 @@ func matchesManual(v string, e reserve.Entry) bool {
 		}
 	}
 	return false
-}
-
-func (c *Controller) clearManual(ctx context.Context, node string) {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{ReleaseAnnotation: nil}}})
-	if _, err := c.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		slog.Warn("could not clear the release annotation", "node", node, "err", err)
-	}
 }

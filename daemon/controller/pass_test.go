@@ -178,21 +178,52 @@ func TestPassReleasesWhatIsDueAndStampsTheRest(t *testing.T) {
 }
 
 func TestPassReleasesByHandAsValues(t *testing.T) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{ReleaseAnnotation: "FD00:0::1"}}}
-	b := newPassBed(t, node)
+	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "FD00:0::1"}}
+	legacy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2", Annotations: map[string]string{LegacyReleaseAnnotation: "all"}}}
+	b := newPassBed(t, req, legacy)
 	b.reserve("n1", held("fd00::1", "kafka", "a-0", time.Minute), held("fd00::2", "kafka", "b-0", time.Minute))
 	b.reserve("n2", held("fd00::1", "kafka", "c-0", time.Minute))
 	b.pass()
 	got := b.held()
 	if _, ok := got["fd00::2"]; !ok || len(got) != 2 {
-		t.Fatalf("held %+v", got)
+		t.Fatalf("held %+v: want fd00::2 of n1 and fd00::1 of n2 (whose Node annotation is no longer read)", got)
 	}
 	if n := testutil.ToFloat64(b.c.metrics.releases.WithLabelValues("manual")); n != 1 {
 		t.Errorf("manual releases %v", n)
 	}
-	after, _ := b.kube.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
-	if _, ok := after.Annotations[ReleaseAnnotation]; ok {
-		t.Fatal("the release annotation was not cleared")
+	after, _ := b.kube.CoreV1().ConfigMaps("capo-system").Get(context.Background(), DefaultReleaseConfigMap, metav1.GetOptions{})
+	if _, ok := after.Data["n1"]; ok {
+		t.Fatal("the answered request was not removed")
+	}
+	if ev := b.eventReasons(); !slices.Contains(ev, "ReleaseAnnotationIgnored") {
+		t.Errorf("events %v: the Node's old annotation was not called out", ev)
+	}
+	b.pass()
+	if ev := b.eventReasons(); slices.Contains(ev, "ReleaseAnnotationIgnored") {
+		t.Errorf("events %v: the old annotation was called out twice", ev)
+	}
+	if _, err := b.kube.CoreV1().Nodes().Get(context.Background(), "n2", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range b.kube.Actions() {
+		if a.GetResource().Resource == "nodes" && a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
+			t.Errorf("the controller wrote a Node: %s", a.GetVerb())
+		}
+	}
+}
+
+// A request changed after the pass read it is not removed with the answer
+// to the old one.
+func TestClearManualKeepsAChangedRequest(t *testing.T) {
+	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "all", "n2": "10.0.0.9"}}
+	b := newPassBed(t, req)
+	b.c.clearManual(context.Background(), []request{{"n1", "10.0.0.1"}, {"n2", "10.0.0.9"}})
+	after, _ := b.kube.CoreV1().ConfigMaps("capo-system").Get(context.Background(), DefaultReleaseConfigMap, metav1.GetOptions{})
+	if after.Data["n1"] != "all" {
+		t.Errorf("the changed request of n1 was removed: %v", after.Data)
+	}
+	if _, ok := after.Data["n2"]; ok {
+		t.Errorf("the answered request of n2 was left: %v", after.Data)
 	}
 }
 

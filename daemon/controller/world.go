@@ -19,9 +19,10 @@ type caches struct {
 	factory                             informers.SharedInformerFactory
 	namespaces, sets, replicas, deploys cache.SharedIndexInformer
 	nodes, pods                         cache.SharedIndexInformer
+	requests                            cache.SharedIndexInformer // the release ConfigMap
 }
 
-func newCaches(kube kubernetes.Interface, agents labels.Selector) *caches {
+func newCaches(kube kubernetes.Interface, agents labels.Selector, namespace, releaseConfigMap string) *caches {
 	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(stripManagedFields))
 	c := &caches{
 		factory:    f,
@@ -30,6 +31,7 @@ func newCaches(kube kubernetes.Interface, agents labels.Selector) *caches {
 		replicas:   f.Apps().V1().ReplicaSets().Informer(),
 		deploys:    f.Apps().V1().Deployments().Informer(),
 		nodes:      f.Core().V1().Nodes().Informer(),
+		requests:   newRequests(kube, namespace, releaseConfigMap),
 	}
 	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod(agents)))
 	c.pods = pods.Core().V1().Pods().Informer()
@@ -41,7 +43,7 @@ func (c *caches) start(stop <-chan struct{}) bool {
 	for _, inf := range c.all() {
 		go inf.Run(stop)
 	}
-	synced := make([]cache.InformerSynced, 0, 6)
+	synced := make([]cache.InformerSynced, 0, 7)
 	for _, inf := range c.all() {
 		synced = append(synced, inf.HasSynced)
 	}
@@ -49,7 +51,7 @@ func (c *caches) start(stop <-chan struct{}) bool {
 }
 
 func (c *caches) all() []cache.SharedIndexInformer {
-	return []cache.SharedIndexInformer{c.namespaces, c.sets, c.replicas, c.deploys, c.nodes, c.pods}
+	return []cache.SharedIndexInformer{c.namespaces, c.sets, c.replicas, c.deploys, c.nodes, c.pods, c.requests}
 }
 
 // stripManagedFields drops server-side-apply bookkeeping: often the larger

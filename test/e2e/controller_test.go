@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -178,13 +179,11 @@ func TestManualRelease(t *testing.T) {
 		reserve.Entry{IP: "10.255.0.4", Namespace: env.Namespace, Pod: "c-0", ReservedAt: now, Reason: reserve.ReasonCNIDel})
 	c := env.StartController("c1")
 	ask := func(v string) {
-		p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"capo.io/release": v}}})
-		if _, err := env.Kube.CoreV1().Nodes().Patch(context.Background(), env.Node, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 10*time.Second, "annotation "+v+" answered and removed", func() bool {
-			n, err := env.Kube.CoreV1().Nodes().Get(context.Background(), env.Node, metav1.GetOptions{})
-			return err == nil && n.Annotations["capo.io/release"] == ""
+		askRelease(t, env, env.Namespace, v)
+		eventually(t, 10*time.Second, "request "+v+" answered and removed", func() bool {
+			cm, err := env.Kube.CoreV1().ConfigMaps(env.Namespace).Get(context.Background(), "capo-release", metav1.GetOptions{})
+			_, pending := cm.Data[env.Node]
+			return err == nil && !pending
 		})
 	}
 	ask("10.255.0.1")
@@ -200,6 +199,24 @@ func TestManualRelease(t *testing.T) {
 		t.Fatalf("whole node: %v", got)
 	}
 	c.WaitMetric(4, "capo_releases_total", `reason="manual"`)
+}
+
+// askRelease asks for a release by hand as an operator does: the node's key
+// in the release ConfigMap of capo's namespace.
+func askRelease(t *testing.T, env *testbed.Env, ns, v string) {
+	t.Helper()
+	ctx := context.Background()
+	cms := env.Kube.CoreV1().ConfigMaps(ns)
+	if _, err := cms.Get(ctx, "capo-release", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "capo-release"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := json.Marshal(map[string]any{"data": map[string]string{env.Node: v}})
+	if _, err := cms.Patch(ctx, "capo-release", types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // setNodeReady sets the Ready condition as the node lifecycle controller does.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capo-net/capo/deploy"
 	"github.com/capo-net/capo/pkg/journal"
@@ -158,10 +156,7 @@ func TestChartRBACIsEnough(t *testing.T) {
 	env.DeletePod(lost.Pod.Name, 0)
 	eventually(t, 10*time.Second, "the lost node's pod reserved", func() bool { return held(env, lost.IP()) })
 	setNodeReady(t, env, corev1.ConditionTrue)
-	p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"capo.io/release": sbs[1].IP()}}})
-	if _, err := bed.Kube.CoreV1().Nodes().Patch(ctx, env.Node, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	askRelease(t, env, ns, sbs[1].IP())
 	eventually(t, 10*time.Second, "the release by hand", func() bool { return !held(env, sbs[1].IP()) })
 	eventually(t, 10*time.Second, "an Event on the evicted pod", func() bool {
 		evs, err := bed.Kube.CoreV1().Events(env.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=IPReservationReleased"})

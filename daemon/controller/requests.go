@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/capo-net/capo/pkg/kubeclient"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// DefaultReleaseConfigMap is the ConfigMap, in the controller's namespace,
+// through which an operator asks for a release by hand: each key a node's
+// name, each value what to release there ("all", "pod=<namespace>/<name>",
+// or addresses separated by commas). The controller removes a key once it
+// has answered it. Requests live in capo's own namespace, not on the Node
+// objects, so that the controller needs no write to Nodes.
+const DefaultReleaseConfigMap = "capo-release"
+
+// LegacyReleaseAnnotation is where release requests were read from before
+// they moved to the ConfigMap: a Node carrying it is told, once, that it is
+// no longer read.
+const LegacyReleaseAnnotation = "capo.io/release"
+
+// newRequests watches the one release ConfigMap.
+func newRequests(kube kubernetes.Interface, namespace, name string) cache.SharedIndexInformer {
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}))
+	return f.Core().V1().ConfigMaps().Informer()
+}
+
+// request is one node's release by hand, as read.
+type request struct{ node, value string }
+
+// manualRequests turns the release ConfigMap's keys into reservations (an
+// address of that node). A request that matches nothing is said (an Event
+// on the ConfigMap, and the log), not dropped in silence: the operator may
+// have mistyped.
+func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, []request) {
+	manual := map[reserve.Ref]bool{}
+	c.warnLegacyRequests()
+	cm := c.releaseConfigMap()
+	if cm == nil {
+		return manual, nil
+	}
+	var asked []request
+	for node, v := range cm.Data {
+		asked = append(asked, request{node, v})
+		matched := 0
+		for _, e := range entries {
+			if e.Node == node && matchesManual(v, e) {
+				manual[e.Ref()] = true
+				matched++
+			}
+		}
+		if matched == 0 {
+			c.recorder.Eventf(cm, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s: %q matches no address capo holds for node %s; see kubectl capo list --node %s", node, v, node, node)
+			slog.Warn("a release by hand matched nothing", "node", node, "request", v)
+		}
+	}
+	sort.Slice(asked, func(i, j int) bool { return asked[i].node < asked[j].node })
+	return manual, asked
+}
+
+func (c *Controller) releaseConfigMap() *corev1.ConfigMap {
+	for _, cm := range kubeclient.Listed[corev1.ConfigMap](c.caches.requests.GetStore().List()) {
+		return cm
+	}
+	return nil
+}
+
+// clearManual removes the answered requests' keys, each only while it still
+// holds the request answered: a request changed since the read is left for
+// the next pass.
+func (c *Controller) clearManual(ctx context.Context, asked []request) {
+	for _, r := range asked {
+		key := "/data/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(r.node)
+		patch, _ := json.Marshal([]map[string]any{
+			{"op": "test", "path": key, "value": r.value},
+			{"op": "remove", "path": key},
+		})
+		if _, err := c.kube.CoreV1().ConfigMaps(c.opts.Namespace).Patch(ctx, c.opts.ReleaseConfigMap, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			slog.Warn("could not remove an answered release request; it may be answered again (releasing what is gone is a no-op)", "configmap", c.opts.Namespace+"/"+c.opts.ReleaseConfigMap, "node", r.node, "err", err)
+		}
+	}
+}
+
+// warnLegacyRequests tells, once per node and value, that a release
+// annotation on a Node is no longer read.
+func (c *Controller) warnLegacyRequests() {
+	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
+		v, ok := n.Annotations[LegacyReleaseAnnotation]
+		if !ok {
+			continue
+		}
+		c.mu.Lock()
+		seen := c.legacyWarned[n.Name] == v
+		c.legacyWarned[n.Name] = v
+		c.mu.Unlock()
+		if seen {
+			continue
+		}
+		c.recorder.Eventf(n, corev1.EventTypeWarning, "ReleaseAnnotationIgnored",
+			"%s on Nodes is no longer read: use kubectl capo release --node %s, or the key %q in ConfigMap %s/%s; remove this annotation",
+			LegacyReleaseAnnotation, n.Name, n.Name, c.opts.Namespace, c.opts.ReleaseConfigMap)
+		slog.Warn("a Node carries the old release annotation, which is no longer read", "node", n.Name, "request", v,
+			"use", "ConfigMap "+c.opts.Namespace+"/"+c.opts.ReleaseConfigMap+" or kubectl capo release")
+	}
+}
