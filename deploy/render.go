@@ -48,6 +48,12 @@ func Render(release, namespace string, values map[string]any, apiVersions ...str
 	return RenderChart(c, release, namespace, values, apiVersions...)
 }
 
+// ManifestAPIVersions are the APIs the plain manifests assume beyond the
+// built-in ones: ValidatingAdmissionPolicy v1 (Kubernetes 1.30 and later),
+// so that capo's writes are narrowed to its own IPReservations there too.
+// The chart renders it only where the API serves it.
+var ManifestAPIVersions = []string{"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}
+
 // LoadChart loads the chart from this checkout.
 func LoadChart() (*chart.Chart, error) {
 	c, err := loader.Load(ChartDir())
@@ -60,13 +66,30 @@ func LoadChart() (*chart.Chart, error) {
 // RenderChart is Render of a chart already loaded, e.g. one a release
 // stamped with its version.
 func RenderChart(c *chart.Chart, release, namespace string, values map[string]any, apiVersions ...string) ([]byte, error) {
+	return renderChart(c, engine.Render, release, namespace, values, apiVersions...)
+}
+
+// RenderLooking is Render as helm install does it against a cluster: the
+// chart's lookups (the namespace's Pod Security check) read through p.
+func RenderLooking(p engine.ClientProvider, release, namespace string, values map[string]any, apiVersions ...string) ([]byte, error) {
+	c, err := LoadChart()
+	if err != nil {
+		return nil, err
+	}
+	render := func(c *chart.Chart, v chartutil.Values) (map[string]string, error) {
+		return engine.RenderWithClientProvider(c, v, p)
+	}
+	return renderChart(c, render, release, namespace, values, apiVersions...)
+}
+
+func renderChart(c *chart.Chart, render func(*chart.Chart, chartutil.Values) (map[string]string, error), release, namespace string, values map[string]any, apiVersions ...string) ([]byte, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.APIVersions = append(caps.APIVersions, apiVersions...)
 	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: release, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
 	if err != nil {
 		return nil, err
 	}
-	files, err := engine.Render(c, vals)
+	files, err := render(c, vals)
 	if err != nil {
 		return nil, fmt.Errorf("rendering the chart: %w", err)
 	}

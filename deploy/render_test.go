@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite deploy/manifests/capo.yaml from
 // The plain manifests are the chart rendered with its defaults; they are
 // regenerated (make manifests), never edited by hand.
 func TestManifestsInSync(t *testing.T) {
-	got, err := Render("capo", "capo-system", nil)
+	got, err := Render("capo", "capo-system", nil, ManifestAPIVersions...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,11 +38,11 @@ func writeChart(s Spec) error {
 	if _, err := chartutil.Save(c, s.Out); err != nil {
 		return fmt.Errorf("packaging the chart: %w", err)
 	}
-	out, err := deploy.RenderChart(c, "capo", "capo-system", nil)
+	out, err := deploy.RenderChart(c, "capo", "capo-system", nil, deploy.ManifestAPIVersions...)
 	if err != nil {
 		return err
 	}
-	head := fmt.Sprintf("# capo %s: the chart's defaults, rendered for kubectl apply.\n", s.Version)
+	head := fmt.Sprintf("# capo %s: the chart's defaults, rendered for kubectl apply (Kubernetes 1.30+ for its ValidatingAdmissionPolicy).\n", s.Version)
 	return publish(s.Out, s.ManifestsFile(), append([]byte(head), out...), 0o644)
 }
 

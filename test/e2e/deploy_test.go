@@ -8,8 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/capo-net/capo/deploy"
 	"github.com/capo-net/capo/pkg/journal"
@@ -89,9 +93,10 @@ func TestChartRBACIsEnough(t *testing.T) {
 	ns := "capo-rbac-" + env.ID
 	createNamespace(t, ns)
 	var rbac []*unstructured.Unstructured
-	for _, o := range renderChart(t, "capo", ns, nil) {
+	for _, o := range renderChart(t, "capo", ns, nil, deploy.ManifestAPIVersions...) {
 		switch o.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			rbac = append(rbac, o)
 		}
 	}
@@ -165,6 +170,21 @@ func TestChartRBACIsEnough(t *testing.T) {
 	setConfig(configWith("ipReserveTime: 1s\n"))
 	eventually(t, 15*time.Second, "TTL releases", func() bool { return len(env.Reservations()) == 0 })
 
+	// The chart's admission policy: capo's identities write capo's objects
+	// (all of the above passed under it), never an operator's.
+	operators := operatorReservation(t, "operators-"+env.ID)
+	for _, kc := range []string{agentKC, ctrlKC} {
+		eventually(t, 20*time.Second, "the chart's policy refusing an update of the operator's IPReservation", func() bool {
+			return apierrors.IsForbidden(dryRunUpdate(t, kc, operators))
+		})
+		if err := dryRunDelete(t, kc, operators); !apierrors.IsForbidden(err) {
+			t.Errorf("deleting the operator's IPReservation as %s: %v, want forbidden", kc, err)
+		}
+		if err := dryRunWrite(t, kc); !apierrors.IsForbidden(err) {
+			t.Errorf("creating an IPReservation not labelled capo's as %s: %v, want forbidden", kc, err)
+		}
+	}
+
 	for who, log := range map[string]string{"agent": env.Agent.Log(), "controller": c.Log()} {
 		if strings.Contains(strings.ToLower(log), "forbidden") {
 			for _, line := range strings.Split(log, "\n") {
@@ -175,4 +195,50 @@ func TestChartRBACIsEnough(t *testing.T) {
 			}
 		}
 	}
+}
+
+var ipReservations = schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ipreservations"}
+
+// operatorReservation is an IPReservation an operator wrote, as bed's admin.
+func operatorReservation(t *testing.T, name string) string {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPReservation",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"reservedCIDRs": []any{"192.0.2.77/32"}},
+	}}
+	if _, err := dynamicAs(t, bed.Kubeconfig).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dynamicAs(t, bed.Kubeconfig).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return name
+}
+
+func dynamicAs(t *testing.T, kubeconfig string) dynamic.ResourceInterface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn.Resource(ipReservations)
+}
+
+// dryRunUpdate adds an address to the object as kubeconfig's identity,
+// without storing it: admission runs as for a real write.
+func dryRunUpdate(t *testing.T, kubeconfig, name string) error {
+	obj, err := dynamicAs(t, bed.Kubeconfig).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedSlice(obj.Object, []any{"192.0.2.77/32", "192.0.2.78/32"}, "spec", "reservedCIDRs")
+	_, err = dynamicAs(t, kubeconfig).Update(context.Background(), obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+func dryRunDelete(t *testing.T, kubeconfig, name string) error {
+	return dynamicAs(t, kubeconfig).Delete(context.Background(), name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 }
