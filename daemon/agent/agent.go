@@ -22,6 +22,7 @@ import (
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
+	"github.com/capo-net/capo/pkg/returns/calicoview"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -104,6 +105,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
 		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics,
 		sandboxes: calicoSandboxes{calico: calico},
+		cooldown:  &calicoview.Cooldown{REST: kube.Discovery().RESTClient(), Every: time.Minute},
 	}
 	a.returner = ret
 	dec.guard = ret.guard

@@ -23,6 +23,7 @@ type metrics struct {
 	fixedAddrPods  prometheus.Counter
 	returns        *prometheus.CounterVec
 	canReserve     prometheus.Gauge
+	ipCooldown     prometheus.Gauge
 	notReady       *prometheus.GaugeVec
 }
 
@@ -82,6 +83,10 @@ func newMetrics() *metrics {
 			Name: "capo_agent_address_returns_total",
 			Help: "Returning pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), returned (given back and confirmed: Calico shows the pod's sandbox up with them, and the reservations end; reason reconciled when no report was heard and a periodic check found it), rolled-back (given back, but the sandbox's set-up failed after IPAM and Calico released them: they stay reserved), refused (not offered: reason says why), fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones) and unoffered (a report on the socket for no offer the agent made: ignored).",
 		}, []string{"outcome", "reason"}),
+		ipCooldown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agent_calico_ip_cooldown_seconds",
+			Help: "Calico's IPAMConfiguration ipCooldownSeconds as last read on a returning pod's ADD (Calico 3.33+; 0 unset or not served): a pod that comes back sooner than this after its teardown gets a fresh address (returns reason cooling), its reservation kept.",
+		}),
 		canReserve: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_agent_can_reserve",
 			Help: "1 while the agent can write reservations now (its last write landed) and its loops run: what /readyz reports, and what capo-controller reads to cover the node.",
@@ -91,7 +96,7 @@ func newMetrics() *metrics {
 			Help: "1 for why the agent is not ready (starting, forbidden, refused, unreachable, timeout, conflict, error, loop-stopped, stopping); all 0 while ready.",
 		}, []string{"reason"}),
 	}
-	m.reg.MustRegister(m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

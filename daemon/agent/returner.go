@@ -38,6 +38,9 @@ type returner struct {
 	timeout   time.Duration // for the whole lookup; past it the pod gets a fresh address
 	recorder  record.EventRecorder
 	metrics   *metrics
+	// cooldown reads Calico's IP cooldown, which words the refusal of a
+	// return whose address is still cooling.
+	cooldown *calicoview.Cooldown
 	// confirmFor bounds how long a reported return is watched for its
 	// sandbox to come up; past it, the periodic reconcile takes over.
 	confirmFor time.Duration
@@ -165,6 +168,7 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	if err != nil {
 		return r.refuse(pod, held, returns.Unreadable, err.Error())
 	}
+	view.Cooldown = r.readCooldown(ctx)
 	ns := namespaceOf(nsMeta)
 	for _, e := range held {
 		if reason, why := returns.Check(mode, e, view.Facts(e, ns, pod.Annotations)); reason != "" {
@@ -175,6 +179,24 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	r.rememberOffer(pod, returns.IPs(held))
 	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held))
 	return &wire.Return{IPs: returns.IPs(held)}
+}
+
+// readCooldown is Calico's IP cooldown, said once in the log when it
+// changes; a failed read counts as none (it only words a refusal).
+func (r *returner) readCooldown(ctx context.Context) time.Duration {
+	if r.cooldown == nil {
+		return 0
+	}
+	before := r.cooldown.Last()
+	d, err := r.cooldown.Get(ctx, time.Now())
+	if err != nil {
+		slog.Debug("could not read Calico's ipCooldownSeconds", "err", err)
+	}
+	r.metrics.ipCooldown.Set(d.Seconds())
+	if d != before && d > 0 {
+		slog.Warn("Calico's IPAMConfiguration sets ipCooldownSeconds: a member that comes back sooner than that after its teardown gets a fresh address, and its reservation stays", "ipCooldownSeconds", int(d.Seconds()))
+	}
+	return d
 }
 
 // lookup reads the reservations afresh: those held for pod (this node's

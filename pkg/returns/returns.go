@@ -42,10 +42,11 @@ const (
 	Refused        Reason = "refused"           // calico-ipam refused the requested address
 	Unreadable     Reason = "unreadable"        // the datastore could not be read in time
 	HeldForOther   Reason = "held-for-another"  // the address is also reserved for another pod's identity
+	Cooling        Reason = "cooling"           // Calico's ipCooldownSeconds keeps the released address to its old sandbox
 )
 
 // Reasons lists every Reason, for metrics.
-var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable, HeldForOther}
+var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable, HeldForOther, Cooling}
 
 // Candidate reports whether pod may get addresses back, or why not:
 // selected on this node, not opted out, with returnAddress on. d is the

@@ -109,6 +109,12 @@ func TestCheck(t *testing.T) {
 		{"same node", config.ReturnSameNode, here, "", ""},
 		{"held by another pod", config.ReturnSameNode, with(here, func(f *Facts) { f.Holder = &calicoipam.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"} }), Allocated, "allocated to pod ns/web-1"},
 		{"old sandbox not yet released", config.ReturnSameNode, with(here, func(f *Facts) { f.Holder = &calicoipam.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"} }), Allocated, "still allocated to the sandbox torn down"},
+		{"old sandbox's address cooling", config.ReturnSameNode, with(here, func(f *Facts) {
+			f.Holder, f.Cooldown = &calicoipam.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"}, 30*time.Second
+		}), Cooling, "ipCooldownSeconds 30"},
+		{"another pod's address, cooldown set", config.ReturnSameNode, with(here, func(f *Facts) {
+			f.Holder, f.Cooldown = &calicoipam.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"}, 30*time.Second
+		}), Allocated, "allocated to pod ns/web-1"},
 		{"no pool", config.ReturnSameNode, Facts{Node: "n1"}, NoPool, "no IP pool contains 10.0.0.3"},
 		{"disabled pool", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.Disabled = true }), NoPool, "is disabled"},
 		{"pool not for workloads", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.Workloads = false }), NoPool, "does not allow workloads"},

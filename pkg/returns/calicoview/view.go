@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
@@ -33,6 +34,8 @@ type View struct {
 	strictAffinity bool
 	clusterRoutes  bool
 	holders        map[string]*calicoipam.Holder
+	// Cooldown is Calico's IP cooldown (ReadCooldown), set by the reader.
+	Cooldown time.Duration
 }
 
 // Read reads what deciding about entries on node takes: the pools and the
@@ -99,7 +102,7 @@ func (v *View) readRouting(ctx context.Context, c clientv3.Interface) error {
 func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]string) returns.Facts {
 	f := returns.Facts{
 		Node: v.node.Name, Holder: v.holders[e.IP], StrictAffinity: v.strictAffinity, ClusterRoutes: v.clusterRoutes,
-		NodeBGP: v.node.Spec.BGP != nil,
+		NodeBGP: v.node.Spec.BGP != nil, Cooldown: v.Cooldown,
 	}
 	addr, err := netip.ParseAddr(e.IP)
 	if err != nil {
