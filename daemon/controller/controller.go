@@ -76,6 +76,7 @@ type Controller struct {
 	uncoveredNodes map[string]bool
 	unreadable     map[string]string // reservation objects reported unreadable, and why
 	legacyWarned   map[string]string // nodes told their release annotation is not read, and its value
+	poolsAt        time.Time         // the last read of Calico's pool utilization (pass goroutine only)
 }
 
 // New builds a controller on real clients.

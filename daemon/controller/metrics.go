@@ -30,6 +30,7 @@ type metrics struct {
 	unreadable       prometheus.Gauge
 	migrated         prometheus.Counter
 	configReloads    *prometheus.CounterVec
+	pools            *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -42,6 +43,11 @@ func newMetrics() *metrics {
 			Name: "capo_reserved_ips", Help: "Addresses held, by node and by the reason they were reserved (cni-del, node-lost), as of the last pass.",
 		},
 			[]string{"node", "reason"}),
+		pools: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "capo_pool_addresses",
+			Help: "Each Calico IP pool's addresses, read by the leader every minute: size (the CIDR), allocated (by Calico IPAM), reserved (held by capo) and free (size - allocated - reserved: what new pods can still get).",
+		},
+			[]string{"pool", "state"}),
 		maxCount: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_reserve_max_count", Help: "The configured ipReserveMaxCount.",
 		}),
@@ -102,7 +108,7 @@ func newMetrics() *metrics {
 	for _, r := range []string{ReasonAgentAway, reserve.ReasonNodeLost} {
 		m.recentCovered.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.leader, m.reserved, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
+	m.reg.MustRegister(m.leader, m.reserved, m.pools, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
 		m.nodeLost, m.lostNodes, m.remembered, m.recentRemembered, m.recentCovered, m.agentsAway, m.lostPending, m.passErrors, m.unreadable, m.migrated, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

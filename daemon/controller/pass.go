@@ -35,6 +35,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	c.metrics.planSeconds.Observe(c.now().Sub(t).Seconds())
 	released, err := c.apply(ctx, plan)
 	c.gauges(entries, released, cfg.IPReserveMaxCount)
+	c.poolGauges(ctx, entries, released)
 	c.countLostNodes()
 	c.watchAway()
 	c.watchCoverage()

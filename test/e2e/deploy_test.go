@@ -160,6 +160,17 @@ func TestChartRBACIsEnough(t *testing.T) {
 	c.WaitMetricAtLeast(1, "capo_lost_nodes")
 	env.DeletePod(lost.Pod.Name, 0)
 	eventually(t, 10*time.Second, "the lost node's pod reserved", func() bool { return held(env, lost.IP()) })
+	// The pool's use as the leader publishes it: 8 addresses, the held ones
+	// counted as taken (the controller reads the pool under its own role).
+	pool := `pool="` + env.PoolName() + `"`
+	eventually(t, 70*time.Second, "the pool's use published", func() bool {
+		return c.Metric("capo_pool_addresses", pool, `state="reserved"`) >= 3
+	})
+	size, alloc, res, free := c.Metric("capo_pool_addresses", pool, `state="size"`), c.Metric("capo_pool_addresses", pool, `state="allocated"`),
+		c.Metric("capo_pool_addresses", pool, `state="reserved"`), c.Metric("capo_pool_addresses", pool, `state="free"`)
+	if size != 8 || free != max(0, size-alloc-res) || alloc < 4 {
+		t.Errorf("pool use: size %v allocated %v reserved %v free %v; want 8 addresses, at least the 4 running pods allocated", size, alloc, res, free)
+	}
 	setNodeReady(t, env, corev1.ConditionTrue)
 	askRelease(t, env, ns, sbs[1].IP())
 	eventually(t, 10*time.Second, "the release by hand", func() bool { return !held(env, sbs[1].IP()) })

@@ -143,7 +143,7 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 		return fmt.Errorf("namespace: %w", err)
 	}
 	pool := &apiv3.IPPool{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool-" + e.ID},
+		ObjectMeta: metav1.ObjectMeta{Name: e.PoolName()},
 		Spec: apiv3.IPPoolSpec{
 			CIDR:         e.Pool.String(),
 			BlockSize:    max(opts.PoolPrefix, 26),
@@ -247,3 +247,6 @@ func (e *Env) AnnotateNamespace(kv map[string]string) {
 		return err
 	}, map[string]any{"metadata": map[string]any{"annotations": kv}})
 }
+
+// PoolName is the name of the env's IPv4 pool.
+func (e *Env) PoolName() string { return "pool-" + e.ID }
