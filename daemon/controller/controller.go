@@ -72,6 +72,7 @@ type Controller struct {
 	// uncoveredNodes are the opted-in nodes uncovered at the last pass.
 	uncoveredNodes map[string]bool
 	unreadable     map[string]string // reservation objects reported unreadable, and why
+	badTTLs        map[string]string // invalid reservation time annotations reported: object -> value
 }
 
 // New builds a controller on real clients.

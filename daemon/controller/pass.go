@@ -37,6 +37,9 @@ func (c *Controller) pass(ctx context.Context) error {
 	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
+	var bad []badTTL
+	w.TTLs, bad = c.caches.ttls()
+	c.reportBadTTLs(bad)
 	var asked []string // nodes whose release annotation this pass answers
 	w.Manual, asked = c.manualRequests(entries)
 	t := c.now()

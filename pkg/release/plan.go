@@ -20,7 +20,7 @@ const (
 	NamespaceGone Reason = "namespace-gone" // the pod's namespace is deleted or terminating
 	OwnerGone     Reason = "owner-gone"     // the workload is deleted, or replaced by a new object of the same name
 	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal
-	TTL           Reason = "ttl"            // older than ipReserveTime
+	TTL           Reason = "ttl"            // older than ipReserveTime, or its workload's capo.io/ip-reserve-time
 	MaxCount      Reason = "max-count"      // more held than ipReserveMaxCount: oldest first
 )
 
@@ -51,6 +51,7 @@ type World struct {
 	// kinds (Jobs, custom resources) are never judged gone.
 	TrackedKinds map[string]bool
 	Manual       map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
+	TTLs         TTLs                 // per-workload reservation times; Limits.TTL elsewhere
 }
 
 // Limits are the config's release rules.
@@ -115,7 +116,7 @@ func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 			}
 		}
 	}
-	if now.Sub(Since(e, now)) >= l.TTL {
+	if ttl, _ := w.TTLs.TTLOf(e, l.TTL); now.Sub(Since(e, now)) >= ttl {
 		return TTL, true
 	}
 	return "", false

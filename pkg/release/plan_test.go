@@ -134,3 +134,38 @@ func TestPlanJudgesAgeByTheControllersClock(t *testing.T) {
 		t.Fatalf("plan %+v, want 10.0.0.1 by max-count", got)
 	}
 }
+
+func TestPlanPerWorkloadTTL(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.TTLs = TTLs{
+		Pods:       map[string]time.Duration{"kafka/broker-0": 2 * time.Hour},
+		Sets:       map[OwnerKey]time.Duration{{"StatefulSet", "kafka", "broker"}: 6 * time.Hour},
+		Namespaces: map[string]time.Duration{"kafka": 10 * time.Minute, "redis": 3 * time.Hour},
+	}
+	got := reasons(Plan([]reserve.Entry{
+		res("10.0.0.1", "kafka", "broker-0", 3*time.Hour, "StatefulSet", "broker", "sts-1"),  // pod: 2h
+		res("10.0.0.2", "kafka", "broker-0", time.Hour, "StatefulSet", "broker", "sts-1"),    // pod: 2h
+		res("10.0.0.3", "kafka", "broker-1", 5*time.Hour, "StatefulSet", "broker", "sts-1"),  // set: 6h
+		res("10.0.0.4", "kafka", "broker-2", 7*time.Hour, "StatefulSet", "broker", "sts-1"),  // set: 6h
+		res("10.0.0.5", "kafka", "ui-abc-1", 15*time.Minute, "ReplicaSet", "ui-abc", "rs-1"), // namespace: 10m
+		res("10.0.0.6", "redis", "cache-5", 2*time.Hour, "StatefulSet", "cache", "sts-2"),    // namespace: 3h
+		res("10.0.0.7", "other", "x-0", 41*time.Minute, "", "", ""),                          // config: 40m
+	}, t0, l, func() World { w.Namespaces["other"] = true; return w }()))
+	want := map[string]Reason{"10.0.0.1": TTL, "10.0.0.4": TTL, "10.0.0.5": TTL, "10.0.0.7": TTL}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	// A shorter TTL does not beat the workload rules: they come first.
+	if d, from := w.TTLs.TTLOf(res("10.0.0.8", "kafka", "zk-0", 0, "StatefulSet", "zk", "x"), l.TTL); d != 10*time.Minute || from != FromNamespace {
+		t.Fatalf("zk-0: %s from %s", d, from)
+	}
+}
+
+func TestParseTTL(t *testing.T) {
+	for in, ok := range map[string]bool{"90m": true, "6h": true, "1s": true, "720h": true, "721h": false, "0s": false, "-1h": false, "soon": false, "": false, "40": false} {
+		if _, err := ParseTTL(in); (err == nil) != ok {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}

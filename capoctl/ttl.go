@@ -1,0 +1,85 @@
+package capoctl
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/release"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// ttlLookup reads the reservation time annotations of the objects the
+// entries name, each object once, as the controller's caches hold them.
+type ttlLookup struct {
+	c       *cli
+	ttls    release.TTLs
+	invalid map[string]string // "<kind> <namespace/name>" -> why it is ignored
+	read    map[string]bool
+}
+
+func (c *cli) ttlLookup() *ttlLookup {
+	return &ttlLookup{c: c, invalid: map[string]string{}, read: map[string]bool{}, ttls: release.TTLs{
+		Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{},
+	}}
+}
+
+// of is e's reservation time and where it comes from ("config",
+// "statefulset", ...).
+func (l *ttlLookup) of(e reserve.Entry) (time.Duration, string) {
+	if e.Namespace != "" {
+		l.load("Namespace", "", e.Namespace, func(d time.Duration) { l.ttls.Namespaces[e.Namespace] = d })
+	}
+	if e.Pod != "" {
+		l.load("Pod", e.Namespace, e.Pod, func(d time.Duration) { l.ttls.Pods[e.Namespace+"/"+e.Pod] = d })
+	}
+	if e.OwnerKind == "StatefulSet" {
+		k := release.OwnerKey{Kind: e.OwnerKind, Namespace: e.Namespace, Name: e.OwnerName}
+		l.load("StatefulSet", e.Namespace, e.OwnerName, func(d time.Duration) { l.ttls.Sets[k] = d })
+	}
+	return l.ttls.TTLOf(e, l.c.config().IPReserveTime)
+}
+
+// load reads one object's annotation; a missing object has none.
+func (l *ttlLookup) load(kind, ns, name string, set func(time.Duration)) {
+	key := kind + " " + ns + "/" + name
+	if l.read[key] {
+		return
+	}
+	l.read[key] = true
+	var ann map[string]string
+	ctx, get := l.c.ctx, metav1.GetOptions{}
+	switch kind {
+	case "Namespace":
+		if o, err := l.c.kube.CoreV1().Namespaces().Get(ctx, name, get); err == nil {
+			ann = o.Annotations
+		}
+	case "Pod":
+		if o, err := l.c.kube.CoreV1().Pods(ns).Get(ctx, name, get); err == nil {
+			ann = o.Annotations
+		}
+	case "StatefulSet":
+		if o, err := l.c.kube.AppsV1().StatefulSets(ns).Get(ctx, name, get); err == nil {
+			ann = o.Annotations
+		}
+	}
+	v, ok := ann[release.TTLAnnotation]
+	if !ok {
+		return
+	}
+	d, err := release.ParseTTL(v)
+	if err != nil {
+		l.invalid[key] = err.Error()
+		return
+	}
+	set(d)
+}
+
+// source says where a reservation time comes from, in words.
+func source(from string, ttl time.Duration) string {
+	if from == release.FromConfig {
+		return fmt.Sprintf("%s (ipReserveTime)", ttl)
+	}
+	return fmt.Sprintf("%s (%s %s)", ttl, from, release.TTLAnnotation)
+}

@@ -1,0 +1,57 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capo-net/capo/pkg/release"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+func annotatedSet(ns, name, uid, ttl string) *appsv1.StatefulSet {
+	three := int32(3)
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("sts-" + uid), Annotations: map[string]string{release.TTLAnnotation: ttl}},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &three},
+	}
+}
+
+func ofSet(e reserve.Entry, name, uid string) reserve.Entry {
+	e.OwnerKind, e.OwnerName, e.OwnerUID = "StatefulSet", name, "sts-"+uid
+	return e
+}
+
+func TestPassHonoursReservationTimeAnnotations(t *testing.T) {
+	zoo := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "zoo", Annotations: map[string]string{release.TTLAnnotation: "10m"}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "zoo", Name: "keeper-0", Annotations: map[string]string{release.TTLAnnotation: "3h"}}}
+	b := newPassBed(t, zoo, pod,
+		annotatedSet("kafka", "broker", "1", "6h"),
+		annotatedSet("kafka", "zk", "2", "soon"),
+	)
+	// ipReserveTime is 1h.
+	b.reserve("n1",
+		ofSet(held("10.0.0.1", "kafka", "broker-0", 5*time.Hour), "broker", "1"), // StatefulSet: 6h, kept
+		ofSet(held("10.0.0.2", "kafka", "broker-1", 7*time.Hour), "broker", "1"), // released
+		ofSet(held("10.0.0.3", "kafka", "zk-0", 2*time.Hour), "zk", "2"),         // invalid: 1h, released
+		held("10.0.0.4", "zoo", "web-x", 11*time.Minute),                         // namespace: 10m, released
+		held("10.0.0.5", "zoo", "keeper-0", 2*time.Hour),                         // pod: 3h, kept
+	)
+	b.pass()
+	got := b.held()
+	if _, ok := got["10.0.0.1"]; !ok || len(got) != 2 || got["10.0.0.5"].IP == "" {
+		t.Fatalf("kept %v; want 10.0.0.1 and 10.0.0.5", got)
+	}
+	reasons := b.eventReasons()
+	if n := countOf(reasons, "InvalidReservationTime"); n != 1 {
+		t.Fatalf("events %v: want one InvalidReservationTime", reasons)
+	}
+	b.pass()
+	if n := countOf(b.eventReasons(), "InvalidReservationTime"); n != 0 {
+		t.Fatal("the same invalid value was reported again")
+	}
+}

@@ -1,0 +1,68 @@
+package release
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// TTLAnnotation on a Pod, its StatefulSet or its Namespace sets how long
+// its addresses stay reserved, overriding ipReserveTime: the pod's wins,
+// then the StatefulSet's, then the namespace's. A Go duration ("90m",
+// "6h"). A value that does not parse or is out of range is ignored (the
+// next level decides) and reported with an Event on its object.
+const TTLAnnotation = "capo.io/ip-reserve-time"
+
+// TTL bounds: at least a second (0 would end a reservation at its first
+// pass, which is opting out: say so with capo.io/ip-reserve=disabled), at
+// most 30 days, a bound against a typo ("6000h") holding a pool's
+// addresses for most of a year.
+const (
+	MinTTL = time.Second
+	MaxTTL = 30 * 24 * time.Hour
+)
+
+// ParseTTL reads a TTLAnnotation value.
+func ParseTTL(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s=%q is not a duration such as 90m or 6h", TTLAnnotation, s)
+	case d < MinTTL || d > MaxTTL:
+		return 0, fmt.Errorf("%s=%q is out of range: from %s to %s (to reserve nothing, use capo.io/ip-reserve=disabled)", TTLAnnotation, s, MinTTL, MaxTTL)
+	}
+	return d, nil
+}
+
+// TTLs are the valid TTLAnnotation values the cluster holds, by object.
+// Pods are by "<namespace>/<name>": a StatefulSet's member comes back
+// under its name, so its annotation still applies once the torn-down pod
+// object is gone.
+type TTLs struct {
+	Pods       map[string]time.Duration
+	Sets       map[OwnerKey]time.Duration // Kind is StatefulSet
+	Namespaces map[string]time.Duration
+}
+
+// Where a reservation's TTL comes from.
+const (
+	FromConfig      = "config"
+	FromPod         = "pod"
+	FromStatefulSet = "statefulset"
+	FromNamespace   = "namespace"
+)
+
+// TTLOf is how long e stays reserved, and which level says so.
+func (t TTLs) TTLOf(e reserve.Entry, def time.Duration) (time.Duration, string) {
+	if d, ok := t.Pods[e.Namespace+"/"+e.Pod]; ok && e.Pod != "" {
+		return d, FromPod
+	}
+	if d, ok := t.Sets[OwnerKey{Kind: e.OwnerKind, Namespace: e.Namespace, Name: e.OwnerName}]; ok && e.OwnerKind == "StatefulSet" {
+		return d, FromStatefulSet
+	}
+	if d, ok := t.Namespaces[e.Namespace]; ok && e.Namespace != "" {
+		return d, FromNamespace
+	}
+	return def, FromConfig
+}
