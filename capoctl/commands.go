@@ -56,8 +56,8 @@ type row struct {
 	// is: config (ipReserveTime), pod, statefulset or namespace.
 	ReserveTime     string `json:"reserveTime"`
 	ReserveTimeFrom string `json:"reserveTimeFrom"`
-	OwnerKind  string     `json:"ownerKind,omitempty"`
-	OwnerName  string     `json:"ownerName,omitempty"`
+	OwnerKind       string `json:"ownerKind,omitempty"`
+	OwnerName       string `json:"ownerName,omitempty"`
 	// ref is the entry shown: a release ends it only if it is still held
 	// as shown, not a teardown reserved at the same place since.
 	ref reserve.Ref

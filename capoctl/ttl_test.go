@@ -21,10 +21,10 @@ func TestListAndExplainShowTheReservationTime(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}, Annotations: map[string]string{release.TTLAnnotation: "90m"}}}
 	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker", Annotations: map[string]string{release.TTLAnnotation: "6h"}}}
 	zk := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "zk", Annotations: map[string]string{release.TTLAnnotation: "soon"}}}
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "zk", UID: types.UID("uid-zk"), Controller: &yes}}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "zk-0", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "zk-0"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "zk", UID: types.UID("uid-zk"), Controller: &yes}}},
-		Spec: corev1.PodSpec{NodeName: "worker-3"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "zk-0", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "zk-0"}, OwnerReferences: owner},
+		Spec:       corev1.PodSpec{NodeName: "worker-3"},
 	}
 	c := newCtl(t, node, ns, set, zk, pod)
 	c.reserve("worker-3", entry("10.42.7.19", "broker-2", 10*time.Minute)) // StatefulSet broker: 6h, from the controller's first sight (none yet)

@@ -143,11 +143,11 @@ func ParseRecord(record string, zone *time.Location) (namespace, pod, node strin
 	}
 	f := strings.Split(record, "_")
 	if len(f) != 4 || f[0] == "" || f[1] == "" {
-		return "", "", "", time.Time{}, fmt.Errorf("Capo's record %q is not namespace_pod_node_time", record)
+		return "", "", "", time.Time{}, fmt.Errorf("record %q of Capo's is not namespace_pod_node_time", record)
 	}
 	at, err = time.ParseInLocation(TimeLayout, f[3], zone)
 	if err != nil {
-		return "", "", "", time.Time{}, fmt.Errorf("Capo's record %q: time not in %s", record, TimeLayout)
+		return "", "", "", time.Time{}, fmt.Errorf("record %q of Capo's: time not in %s", record, TimeLayout)
 	}
 	return f[0], f[1], f[2], at, nil
 }
