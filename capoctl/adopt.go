@@ -70,6 +70,7 @@ func (r calicoReader) Who(ctx context.Context, addr netip.Addr) (*calicoipam.Hol
 type adoptOptions struct {
 	namespace string // Capo's: where its ConfigMap is
 	zone      string // the TZ of Capo's pod
+	zoneSet   bool   // --timezone given: it wins over Capo's Deployment
 	dryRun    bool
 }
 
@@ -83,9 +84,9 @@ type adoption struct {
 // times. It only reads Capo's objects: while Capo runs both hold an
 // address, and each releases only its own copy.
 func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
-	zone, err := time.LoadLocation(o.zone)
+	zone, also, err := c.capoZone(o)
 	if err != nil {
-		return fmt.Errorf("--timezone %q: %w", o.zone, err)
+		return err
 	}
 	cidrs, found, err := r.CapoCIDRs(c.ctx, capoadopt.ReservationName)
 	if err != nil {
@@ -99,7 +100,7 @@ func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
 	if err != nil {
 		return err
 	}
-	cands, skipped := capoadopt.Read(capoadopt.Source{CIDRs: cidrs, Times: times, Zone: zone}, c.now)
+	cands, skipped := capoadopt.Read(capoadopt.Source{CIDRs: cidrs, Times: times, Zone: zone, Also: also}, c.now)
 	fmt.Fprintf(c.out, "Capo holds %d addresses: IPReservation %s (%d entries with placeholder %s and duplicates), times from ConfigMap %s/%s (%d) read in zone %s\n",
 		len(cands), capoadopt.ReservationName, len(cidrs), capoadopt.Placeholder, o.namespace, capoadopt.ConfigMapName, len(times), zone)
 	holders := map[string]*calicoipam.Holder{}
@@ -115,6 +116,45 @@ func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
 	rows, err := c.adopt(cands, o.dryRun)
 	c.printAdoption(rows, skipped, o.dryRun)
 	return err
+}
+
+// capoZone is the zone Capo's times are read in: --timezone when given,
+// else the TZ of Capo's running manager, else --timezone's default (the
+// zone Capo's chart and manifests set). A wrong zone shifts every age by
+// its offset, so the choice is said; when --timezone and Capo's Deployment
+// disagree, also is the Deployment's, and each time is read in both, the
+// later kept.
+func (c *cli) capoZone(o adoptOptions) (zone, also *time.Location, err error) {
+	name := o.zone
+	deploys, err := c.kube.AppsV1().Deployments(o.namespace).List(c.ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return nil, nil, fmt.Errorf("looking for Capo's Deployment in %s: %w", o.namespace, err)
+	}
+	var found bool
+	var deployed, deployment string
+	if err == nil {
+		deployed, deployment, found = capoadopt.DeployedZone(deploys.Items)
+	}
+	switch {
+	case found && !o.zoneSet:
+		name = deployed
+		fmt.Fprintf(c.out, "zone %s: the TZ of Capo's Deployment %s/%s\n", name, o.namespace, deployment)
+	case found && deployed != o.zone:
+		fmt.Fprintf(c.errw, "capoctl: warning: --timezone %s, but Capo's Deployment %s/%s runs with TZ %s: each time is read in both, and the later kept\n", o.zone, o.namespace, deployment, deployed)
+		if also, err = time.LoadLocation(deployed); err != nil {
+			return nil, nil, fmt.Errorf("TZ %q of Capo's Deployment: %w", deployed, err)
+		}
+	case !found && !o.zoneSet:
+		fmt.Fprintf(c.out, "zone %s: --timezone's default, the TZ of Capo's chart and manifests (no Capo Deployment in %s to read it from); if yours differed, give --timezone\n", name, o.namespace)
+	}
+	zone, err = time.LoadLocation(name)
+	switch {
+	case err != nil && name == o.zone:
+		return nil, nil, fmt.Errorf("--timezone %q: %w", name, err)
+	case err != nil:
+		return nil, nil, fmt.Errorf("TZ %q of Capo's Deployment: %w; give --timezone", name, err)
+	}
+	return zone, also, nil
 }
 
 // capoTimes is the data of Capo's ConfigMap; none when it is gone.

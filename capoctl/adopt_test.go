@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -91,6 +92,30 @@ func TestAdoptCapo(t *testing.T) {
 	}
 	if code, _, errw = c.run("", "adopt-capo", "--timezone", "Mars/Olympus"); code != 1 || !strings.Contains(errw, "--timezone") {
 		t.Fatalf("bad zone: exit %d %s", code, errw)
+	}
+}
+
+// Capo's running Deployment says its zone: its times are read in it
+// unless --timezone says otherwise, and a disagreement is warned of.
+func TestAdoptCapoReadsCapoZone(t *testing.T) {
+	at := now.Add(-10 * time.Minute)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: capoadopt.ConfigMapName},
+		Data:       map[string]string{"10.0.0.5": "kafka_broker-0_node-a_" + at.UTC().Format(capoadopt.TimeLayout)}, // TZ UTC
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: "capo"}}
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "manager", Command: []string{"/manager"}, Args: []string{"--config=/capo_config.yaml"}, Env: []corev1.EnvVar{{Name: "TZ", Value: "UTC"}}}}
+	c := newCtl(t, cm, d)
+	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5"}})
+	code, out, errw := c.run("", "adopt-capo", "--dry-run")
+	if code != 0 || !strings.Contains(out, "zone UTC: the TZ of Capo's Deployment ip-reserve/capo") || !strings.Contains(squash(out), "10m0s 30m0s would adopt") {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
+	}
+	// Told Shanghai, which would make it eight hours older: the later
+	// reading, Capo's own zone's, is kept.
+	code, out, errw = c.run("", "adopt-capo", "--dry-run", "--timezone", "Asia/Shanghai")
+	if code != 0 || !strings.Contains(errw, "runs with TZ UTC") || !strings.Contains(squash(out), "10m0s 30m0s would adopt") {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
 	}
 }
 

@@ -36,7 +36,7 @@ const usage = `capoctl %s: capo's IP reservations.
       would this pod's address be reserved on teardown, and which rule decides;
       would it get its address back when it returns, and if not why
 
-  capoctl adopt-capo [--from-namespace ip-reserve] [--timezone Asia/Shanghai] [--dry-run]
+  capoctl adopt-capo [--from-namespace ip-reserve] [--timezone ZONE] [--dry-run]
       take over the reservations of Capo (xdfdotcn/capo) with Capo's times, so
       ipReserveTime and ipReserveMaxCount continue where Capo left off; skips
       addresses Calico has allocated since; only reads Capo's objects; says
@@ -105,7 +105,7 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 	all := fs.Bool("all", false, "every reservation capo holds (release), e.g. before uninstalling capo")
 	var ao adoptOptions
 	fs.StringVar(&ao.namespace, "from-namespace", capoadopt.DefaultNamespace, "adopt-capo: Capo's namespace, where its ConfigMap "+capoadopt.ConfigMapName+" is")
-	fs.StringVar(&ao.zone, "timezone", capoadopt.DefaultZone, "adopt-capo: the TZ of Capo's pod, which its times are written in without a zone")
+	fs.StringVar(&ao.zone, "timezone", capoadopt.DefaultZone, "adopt-capo: the TZ of Capo's pod, which its times are written in without a zone (default: read from Capo's Deployment, else this)")
 	fs.BoolVar(&ao.dryRun, "dry-run", false, "adopt-capo: say what would be adopted, write nothing")
 	if len(args) == 0 {
 		fs.Usage()
@@ -135,6 +135,7 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	fs.Visit(func(f *flag.Flag) { ao.zoneSet = ao.zoneSet || f.Name == "timezone" })
 	if cmd == "completion" {
 		return completion(positional, fs, name, out, errw)
 	}

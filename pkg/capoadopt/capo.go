@@ -46,6 +46,10 @@ type Source struct {
 	CIDRs []string          // the IPReservation's spec.reservedCIDRs, as stored
 	Times map[string]string // the ConfigMap's data: address -> Capo's record
 	Zone  *time.Location    // the zone Capo's pod wrote its times in
+	// Also is another zone they may have been written in (--timezone and
+	// Capo's Deployment disagree): each time is read in both, and the
+	// later kept, so that neither reading ends a reservation early.
+	Also *time.Location
 }
 
 // Candidate is one address Capo holds, as capo would keep it.
@@ -89,7 +93,7 @@ func Read(src Source, now time.Time) ([]Candidate, []Skipped) {
 			continue
 		}
 		seen[addr] = true
-		out = append(out, candidate(addr, lookup(src.Times, addr), src.Zone, now))
+		out = append(out, candidate(addr, lookup(src.Times, addr), src, now))
 	}
 	for k := range src.Times {
 		if addr, err := reserve.NormalizeAddr(k); err != nil || !seen[addr] {
@@ -113,9 +117,15 @@ func lookup(times map[string]string, addr string) string {
 	return ""
 }
 
-func candidate(addr, record string, zone *time.Location, now time.Time) Candidate {
+func candidate(addr, record string, src Source, now time.Time) Candidate {
 	c := Candidate{Entry: reserve.Entry{IP: addr, Reason: reserve.ReasonCapo}, Record: record}
+	zone := src.Zone
 	ns, pod, node, at, err := ParseRecord(record, zone)
+	if src.Also != nil && err == nil {
+		if _, _, _, alt, aerr := ParseRecord(record, src.Also); aerr == nil && alt.After(at) {
+			at, zone = alt, src.Also
+		}
+	}
 	if err != nil {
 		// Capo never releases such an address; capo holds it one TTL from
 		// now (the controller's first sight), the safe side.

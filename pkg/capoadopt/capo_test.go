@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -105,5 +109,40 @@ func TestExclude(t *testing.T) {
 	byNode := ByNode(keep)
 	if len(byNode["node-a"]) != 2 {
 		t.Fatalf("%v", byNode)
+	}
+}
+
+func TestDeployedZone(t *testing.T) {
+	manager := func(env ...corev1.EnvVar) appsv1.Deployment {
+		d := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "capo"}}
+		d.Spec.Template.Spec.Containers = []corev1.Container{
+			{Name: "kube-rbac-proxy", Args: []string{"--secure-listen-address=0.0.0.0:8443"}},
+			{Name: "manager", Command: []string{"/manager"}, Args: []string{"--config=/capo_config.yaml"}, Env: env},
+		}
+		return d
+	}
+	other := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+	if z, d, ok := DeployedZone([]appsv1.Deployment{other, manager(corev1.EnvVar{Name: "POD_NAMESPACE"}, corev1.EnvVar{Name: "TZ", Value: "Asia/Shanghai"})}); !ok || z != "Asia/Shanghai" || d != "capo" {
+		t.Fatalf("%q %q %v", z, d, ok)
+	}
+	if z, _, ok := DeployedZone([]appsv1.Deployment{manager()}); !ok || z != "UTC" {
+		t.Fatalf("no TZ: %q %v", z, ok)
+	}
+	if _, _, ok := DeployedZone([]appsv1.Deployment{other}); ok {
+		t.Fatal("found Capo in a namespace without it")
+	}
+}
+
+// Read in two zones, a time is the later of its two readings.
+func TestReadTwoZonesKeepsTheLater(t *testing.T) {
+	rec := map[string]string{"10.0.0.5": "a_b-0_n_2026-11-25-11:50:00"} // 10 minutes ago in UTC; 8h10m in Shanghai
+	for _, src := range []Source{
+		{CIDRs: []string{"10.0.0.5"}, Times: rec, Zone: shanghai, Also: time.UTC},
+		{CIDRs: []string{"10.0.0.5"}, Times: rec, Zone: time.UTC, Also: shanghai},
+	} {
+		cands, _ := Read(src, now)
+		if len(cands) != 1 || !cands[0].Seen.Equal(now.Add(-10*time.Minute)) {
+			t.Fatalf("%v/%v: %+v", src.Zone, src.Also, cands)
+		}
 	}
 }

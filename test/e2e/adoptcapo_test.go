@@ -10,6 +10,7 @@ import (
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,6 +55,24 @@ func newCapoSim(t *testing.T, env *testbed.Env) *capoSim {
 	}
 	t.Cleanup(func() { s.remove() })
 	return s
+}
+
+// deploy creates Capo's Deployment as its chart renders it (what
+// adopt-capo reads: the manager's --config argument and its TZ). No
+// controller-manager runs here: it starts no pod.
+func (s *capoSim) deploy() {
+	s.t.Helper()
+	labels := map[string]string{"control-plane": "controller-manager"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "capo", Namespace: s.ns}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "manager", Image: "xdfdotcn/ip-reserve-delay-release:v1.0.1", Command: []string{"/manager"}, Args: []string{"--config=/capo_config.yaml"},
+			Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}, {Name: "TZ", Value: "Asia/Shanghai"}},
+		}}}},
+	}}
+	if _, err := s.env.Kube.AppsV1().Deployments(s.ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // reserve is Capo's webhook admitting the delete of pod (holding ip) at at.
@@ -167,6 +186,7 @@ func TestAdoptCapoWhileCapoRuns(t *testing.T) {
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true}) // Capo needs the Kubernetes datastore
 	env.SetConfig(configWith("ipReserveTime: 1h\n"))
 	capo := newCapoSim(t, env)
+	capo.deploy()
 	plain := env.Conflist(testbed.PlainCalico)
 	redis := env.AddPods("redis", 4, plain, testbed.StatefulPod("redis"))
 	web := env.AddPods("web", 1, plain)[0]
@@ -179,6 +199,7 @@ func TestAdoptCapoWhileCapoRuns(t *testing.T) {
 	before := capo.versions()
 	out := adoptCapo(t, env, capo, "--dry-run")
 	for _, want := range []string{
+		"zone Asia/Shanghai: the TZ of Capo's Deployment " + capo.ns + "/capo",
 		redis[0].IP() + " " + env.Namespace + "/redis-0 " + env.Node + " ",
 		" 10m", " 49m5", // held 10m, expires in 49m5x: the hour counts from Capo's time
 		redis[1].IP() + " " + env.Namespace + "/redis-1",
@@ -242,7 +263,7 @@ func TestAdoptCapoAfterCapoIsGone(t *testing.T) {
 	deleteUnderCapo(t, env, capo, redis[0], now.Add(-20*time.Second))
 	deleteUnderCapo(t, env, capo, redis[1], now.Add(-5*time.Minute)) // Capo died before releasing it
 
-	if out := adoptCapo(t, env, capo); !strings.Contains(out, "2 adopted") {
+	if out := adoptCapo(t, env, capo); !strings.Contains(out, "2 adopted") || !strings.Contains(out, "zone Asia/Shanghai: --timezone's default") {
 		t.Fatalf("adopt:\n%s", out)
 	}
 	capo.remove()
