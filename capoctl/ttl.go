@@ -83,3 +83,25 @@ func source(from string, ttl time.Duration) string {
 	}
 	return fmt.Sprintf("%s (%s %s)", ttl, from, release.TTLAnnotation)
 }
+
+// explainScaleDown says what a scale-down below the pod's ordinal does to
+// its reservation.
+func (c *cli) explainScaleDown(e reserve.Entry) {
+	if e.OwnerKind != "StatefulSet" {
+		return
+	}
+	set, err := c.kube.AppsV1().StatefulSets(e.Namespace).Get(c.ctx, e.OwnerName, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	v := set.Annotations[release.ScaleDownAnnotation]
+	switch keep, err := release.ParseScaleDown(v); {
+	case err != nil:
+		fmt.Fprintf(c.out, "  WARNING: StatefulSet %s/%s: %v; ignored\n", e.Namespace, e.OwnerName, err)
+		fallthrough
+	case !keep:
+		fmt.Fprintf(c.out, "  a scale-down that removes it releases it at once (StatefulSet %s: %s=%s to keep it)\n", e.OwnerName, release.ScaleDownAnnotation, release.Keep)
+	default:
+		fmt.Fprintf(c.out, "  a scale-down that removes it keeps it held, for the scale-up (StatefulSet %s: %s=%s)\n", e.OwnerName, release.ScaleDownAnnotation, release.Keep)
+	}
+}

@@ -20,7 +20,7 @@ func TestListAndExplainShowTheReservationTime(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-3", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}, Annotations: map[string]string{release.TTLAnnotation: "90m"}}}
 	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker", Annotations: map[string]string{release.TTLAnnotation: "6h"}}}
-	zk := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "zk", Annotations: map[string]string{release.TTLAnnotation: "soon"}}}
+	zk := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "zk", Annotations: map[string]string{release.TTLAnnotation: "soon", release.ScaleDownAnnotation: release.Keep}}}
 	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "zk", UID: types.UID("uid-zk"), Controller: &yes}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "zk-0", Labels: map[string]string{"statefulset.kubernetes.io/pod-name": "zk-0"}, OwnerReferences: owner},
@@ -47,7 +47,7 @@ func TestListAndExplainShowTheReservationTime(t *testing.T) {
 
 	// zk's annotation is wrong: the namespace's applies, and explain says why.
 	code, out, errw = c.run("", "explain", "kafka/zk-0")
-	if code != 0 || !strings.Contains(out, "lasts up to 1h30m0s (namespace capo.io/ip-reserve-time)") || !strings.Contains(out, `WARNING: StatefulSet kafka/zk: capo.io/ip-reserve-time="soon" is not a duration`) {
+	if code != 0 || !strings.Contains(out, "lasts up to 1h30m0s (namespace capo.io/ip-reserve-time)") || !strings.Contains(out, "a scale-down that removes it keeps it held") || !strings.Contains(out, `WARNING: StatefulSet kafka/zk: capo.io/ip-reserve-time="soon" is not a duration`) {
 		t.Fatalf("explain: exit %d\n%s%s", code, out, errw)
 	}
 }

@@ -37,9 +37,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
-	var bad []badTTL
-	w.TTLs, bad = c.caches.ttls()
-	c.reportBadTTLs(bad)
+	c.reportBadTTLs(c.caches.policy(&w))
 	var asked []string // nodes whose release annotation this pass answers
 	w.Manual, asked = c.manualRequests(entries)
 	t := c.now()

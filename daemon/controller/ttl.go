@@ -2,6 +2,7 @@ package controller
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,7 +13,8 @@ import (
 	"github.com/capo-net/capo/pkg/release"
 )
 
-// badTTL is a TTLAnnotation the planner ignores, and the object to tell.
+// badTTL is an annotation of capo's policy (TTLAnnotation,
+// ScaleDownAnnotation) the planner ignores, and the object to tell.
 type badTTL struct {
 	obj   runtime.Object
 	key   string // kind/namespace/name
@@ -20,9 +22,10 @@ type badTTL struct {
 	err   error
 }
 
-// ttls reads the valid TTLAnnotation values of the cached pods,
-// StatefulSets and namespaces, and returns the invalid ones apart.
-func (c *caches) ttls() (release.TTLs, []badTTL) {
+// policy puts the workloads' own rules into w: the valid TTLAnnotation
+// values of the cached pods, StatefulSets and namespaces, and the
+// StatefulSets' ScaleDownAnnotation; it returns the invalid ones apart.
+func (c *caches) policy(w *release.World) []badTTL {
 	t := release.TTLs{Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{}}
 	var bad []badTTL
 	read := func(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
@@ -43,12 +46,22 @@ func (c *caches) ttls() (release.TTLs, []badTTL) {
 	for _, s := range kubeclient.Listed[appsv1.StatefulSet](c.sets.GetStore().List()) {
 		k := release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}
 		read(s, "StatefulSet/"+s.Namespace+"/"+s.Name, s.Annotations, func(d time.Duration) { t.Sets[k] = d })
+		keep, err := release.ParseScaleDown(s.Annotations[release.ScaleDownAnnotation])
+		if err != nil {
+			bad = append(bad, badTTL{obj: s, key: "StatefulSet/" + s.Namespace + "/" + s.Name + "/scale-down", value: s.Annotations[release.ScaleDownAnnotation], err: err})
+		}
+		if o, ok := w.Owners[k]; ok && keep && o.UID == string(s.UID) {
+			o.KeepScaledDown = true
+			w.Owners[k] = o
+		}
 	}
-	for _, p := range kubeclient.Listed[corev1.Pod](c.pods.GetStore().List()) {
+	annotated, _ := c.pods.GetIndexer().ByIndex(byTTL, byTTL)
+	for _, p := range kubeclient.Listed[corev1.Pod](annotated) {
 		key := p.Namespace + "/" + p.Name
 		read(p, "Pod/"+key, p.Annotations, func(d time.Duration) { t.Pods[key] = d })
 	}
-	return t, bad
+	w.TTLs = t
+	return bad
 }
 
 // reportBadTTLs warns once per object and value with an Event on the
@@ -63,8 +76,25 @@ func (c *Controller) reportBadTTLs(bad []badTTL) {
 		if c.badTTLs[b.key] == b.value {
 			continue
 		}
-		c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationTime", "%v: ignored, the reservation time comes from the next level (StatefulSet, namespace, then ipReserveTime)", b.err)
+		if strings.HasSuffix(b.key, "/scale-down") {
+			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationPolicy", "%v: ignored, a scale-down releases the removed members' addresses", b.err)
+		} else {
+			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationTime", "%v: ignored, the reservation time comes from the next level (StatefulSet, namespace, then ipReserveTime)", b.err)
+		}
 		slog.Warn("invalid reservation time annotation ignored", "object", b.key, "value", b.value, "err", b.err)
 	}
 	c.badTTLs = now
+}
+
+// byTTL indexes the pods that carry a TTLAnnotation, under one key: a
+// pass reads those, not every pod of the cluster.
+const byTTL = "ttl"
+
+func indexByTTL(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		if _, set := p.Annotations[release.TTLAnnotation]; set {
+			return []string{byTTL}, nil
+		}
+	}
+	return nil, nil
 }

@@ -55,3 +55,23 @@ func TestPassHonoursReservationTimeAnnotations(t *testing.T) {
 		t.Fatal("the same invalid value was reported again")
 	}
 }
+
+func TestPassKeepsScaledDownMembersWhenTheSetSaysSo(t *testing.T) {
+	kept := annotatedSet("kafka", "broker", "1", "2h")
+	kept.Annotations[release.ScaleDownAnnotation] = release.Keep
+	typo := annotatedSet("kafka", "zk", "2", "2h")
+	typo.Annotations[release.ScaleDownAnnotation] = "yes"
+	b := newPassBed(t, kept, typo)
+	b.reserve("n1",
+		ofSet(held("10.0.0.1", "kafka", "broker-5", time.Minute), "broker", "1"), // scaled down, kept
+		ofSet(held("10.0.0.2", "kafka", "broker-6", 3*time.Hour), "broker", "1"), // kept no longer than its 2h
+		ofSet(held("10.0.0.3", "kafka", "zk-4", time.Minute), "zk", "2"),         // the typo keeps nothing
+	)
+	b.pass()
+	if got := b.held(); len(got) != 1 || got["10.0.0.1"].IP == "" {
+		t.Fatalf("kept %v; want 10.0.0.1 only", got)
+	}
+	if ev := b.eventReasons(); countOf(ev, "InvalidReservationPolicy") != 1 {
+		t.Fatalf("events %v: want one InvalidReservationPolicy", ev)
+	}
+}

@@ -19,7 +19,7 @@ const (
 	Manual        Reason = "manual"         // an operator asked
 	NamespaceGone Reason = "namespace-gone" // the pod's namespace is deleted or terminating
 	OwnerGone     Reason = "owner-gone"     // the workload is deleted, or replaced by a new object of the same name
-	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal
+	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal (unless it keeps them: ScaleDownAnnotation)
 	TTL           Reason = "ttl"            // older than ipReserveTime, or its workload's capo.io/ip-reserve-time
 	MaxCount      Reason = "max-count"      // more held than ipReserveMaxCount: oldest first
 )
@@ -41,6 +41,10 @@ type Owner struct {
 	StatefulSet  bool
 	Replicas     int32
 	OrdinalStart int32
+	// KeepScaledDown: the StatefulSet opts in (ScaleDownAnnotation=keep)
+	// to keep a removed member's addresses held, within its reservation
+	// time, for the member to get back when the set scales up again.
+	KeepScaledDown bool
 }
 
 // World is what the cluster holds, as the controller's caches see it.
@@ -110,7 +114,7 @@ func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 		switch {
 		case !ok || (e.OwnerUID != "" && o.UID != e.OwnerUID) || o.ParentGone:
 			return OwnerGone, true
-		case o.StatefulSet:
+		case o.StatefulSet && !o.KeepScaledDown:
 			if ord, ok := ordinal(e.Pod, e.OwnerName); ok && (ord < int(o.OrdinalStart) || ord >= int(o.OrdinalStart)+int(o.Replicas)) {
 				return ScaledDown, true
 			}

@@ -169,3 +169,29 @@ func TestParseTTL(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanKeepsScaledDownWhenTheSetSaysSo(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	o := w.Owners[OwnerKey{"StatefulSet", "kafka", "broker"}]
+	o.KeepScaledDown = true
+	w.Owners[OwnerKey{"StatefulSet", "kafka", "broker"}] = o
+	got := reasons(Plan([]reserve.Entry{
+		res("10.0.0.1", "kafka", "broker-3", time.Minute, "StatefulSet", "broker", "sts-1"),    // scaled down: kept
+		res("10.0.0.2", "kafka", "broker-4", 41*time.Minute, "StatefulSet", "broker", "sts-1"), // kept no longer than its TTL
+		res("10.0.0.3", "kafka", "broker-5", time.Minute, "StatefulSet", "broker", "sts-OLD"),  // another set of the name: gone
+		res("10.0.0.4", "redis", "cache-9", time.Minute, "StatefulSet", "cache", "sts-2"),      // not opted in
+	}, t0, l, w))
+	want := map[string]Reason{"10.0.0.2": TTL, "10.0.0.3": OwnerGone, "10.0.0.4": ScaledDown}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for in, want := range map[string]bool{"keep": true, "release": false, "": false} {
+		if keep, err := ParseScaleDown(in); err != nil || keep != want {
+			t.Errorf("%q: %v %v", in, keep, err)
+		}
+	}
+	if _, err := ParseScaleDown("Keep"); err == nil {
+		t.Error("Keep accepted")
+	}
+}

@@ -14,6 +14,28 @@ import (
 // next level decides) and reported with an Event on its object.
 const TTLAnnotation = "capo.io/ip-reserve-time"
 
+// ScaleDownAnnotation on a StatefulSet set to Keep keeps the addresses of
+// the members a scale-down removes held, within their reservation time, so
+// that a scale-up gives each member its own back; "release", the default,
+// ends them at once, as any address of a member that will not return.
+const (
+	ScaleDownAnnotation = "capo.io/ip-reserve-on-scale-down"
+	Keep                = "keep"
+	ReleaseNow          = "release"
+)
+
+// ParseScaleDown reads a ScaleDownAnnotation value: keep reports whether
+// it keeps.
+func ParseScaleDown(s string) (keep bool, err error) {
+	switch s {
+	case Keep:
+		return true, nil
+	case ReleaseNow, "":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s=%q: want %s or %s", ScaleDownAnnotation, s, Keep, ReleaseNow)
+}
+
 // TTL bounds: at least a second (0 would end a reservation at its first
 // pass, which is opting out: say so with capo.io/ip-reserve=disabled), at
 // most 30 days, a bound against a typo ("6000h") holding a pool's
