@@ -226,7 +226,7 @@ func (c *cli) explain(ref string) error {
 		for obj, why := range ttls.invalid {
 			fmt.Fprintf(c.out, "  WARNING: %s: %s; ignored\n", obj, why)
 		}
-		c.explainScaleDown(e)
+		c.explainPolicy(e)
 	}
 	if err := c.explainReturn(pod, d); err != nil {
 		return err

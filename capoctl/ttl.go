@@ -84,9 +84,9 @@ func source(from string, ttl time.Duration) string {
 	return fmt.Sprintf("%s (%s %s)", ttl, from, release.TTLAnnotation)
 }
 
-// explainScaleDown says what a scale-down below the pod's ordinal does to
-// its reservation.
-func (c *cli) explainScaleDown(e reserve.Entry) {
+// explainPolicy says what a scale-down below the pod's ordinal, and a
+// re-creation of its StatefulSet, do to its reservation.
+func (c *cli) explainPolicy(e reserve.Entry) {
 	if e.OwnerKind != "StatefulSet" {
 		return
 	}
@@ -94,14 +94,28 @@ func (c *cli) explainScaleDown(e reserve.Entry) {
 	if err != nil {
 		return
 	}
-	v := set.Annotations[release.ScaleDownAnnotation]
-	switch keep, err := release.ParseScaleDown(v); {
-	case err != nil:
-		fmt.Fprintf(c.out, "  WARNING: StatefulSet %s/%s: %v; ignored\n", e.Namespace, e.OwnerName, err)
-		fallthrough
-	case !keep:
-		fmt.Fprintf(c.out, "  a scale-down that removes it releases it at once (StatefulSet %s: %s=%s to keep it)\n", e.OwnerName, release.ScaleDownAnnotation, release.Keep)
-	default:
+	keep := func(key string, ann map[string]string, what string) bool {
+		k, err := release.ParseKeep(key, ann[key])
+		if err != nil {
+			fmt.Fprintf(c.out, "  WARNING: %s: %v; ignored\n", what, err)
+		}
+		return k
+	}
+	if keep(release.ScaleDownAnnotation, set.Annotations, "StatefulSet "+e.OwnerName) {
 		fmt.Fprintf(c.out, "  a scale-down that removes it keeps it held, for the scale-up (StatefulSet %s: %s=%s)\n", e.OwnerName, release.ScaleDownAnnotation, release.Keep)
+	} else {
+		fmt.Fprintf(c.out, "  a scale-down that removes it releases it at once (StatefulSet %s: %s=%s to keep it)\n", e.OwnerName, release.ScaleDownAnnotation, release.Keep)
+	}
+	var nsAnn map[string]string
+	if ns, err := c.kube.CoreV1().Namespaces().Get(c.ctx, e.Namespace, metav1.GetOptions{}); err == nil {
+		nsAnn = ns.Annotations
+	}
+	switch {
+	case keep(release.RecreateAnnotation, set.Annotations, "StatefulSet "+e.OwnerName):
+		fmt.Fprintf(c.out, "  if StatefulSet %s is deleted and re-created under its name, it keeps it for its pod (StatefulSet: %s=%s, the re-created one too)\n", e.OwnerName, release.RecreateAnnotation, release.Keep)
+	case keep(release.RecreateAnnotation, nsAnn, "namespace "+e.Namespace):
+		fmt.Fprintf(c.out, "  if StatefulSet %s is deleted and re-created under its name, it keeps it for its pod (namespace: %s=%s)\n", e.OwnerName, release.RecreateAnnotation, release.Keep)
+	default:
+		fmt.Fprintf(c.out, "  if StatefulSet %s is deleted, it is released (%s=%s on it or its namespace to keep it for a re-created one)\n", e.OwnerName, release.RecreateAnnotation, release.Keep)
 	}
 }

@@ -47,7 +47,7 @@ func TestListAndExplainShowTheReservationTime(t *testing.T) {
 
 	// zk's annotation is wrong: the namespace's applies, and explain says why.
 	code, out, errw = c.run("", "explain", "kafka/zk-0")
-	if code != 0 || !strings.Contains(out, "lasts up to 1h30m0s (namespace capo.io/ip-reserve-time)") || !strings.Contains(out, "a scale-down that removes it keeps it held") || !strings.Contains(out, `WARNING: StatefulSet kafka/zk: capo.io/ip-reserve-time="soon" is not a duration`) {
+	if code != 0 || !strings.Contains(out, "lasts up to 1h30m0s (namespace capo.io/ip-reserve-time)") || !strings.Contains(out, "a scale-down that removes it keeps it held") || !strings.Contains(out, "if StatefulSet zk is deleted, it is released") || !strings.Contains(out, `WARNING: StatefulSet kafka/zk: capo.io/ip-reserve-time="soon" is not a duration`) {
 		t.Fatalf("explain: exit %d\n%s%s", code, out, errw)
 	}
 }

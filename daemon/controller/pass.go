@@ -38,6 +38,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	cfg := c.config.Get()
 	w := c.caches.world()
 	c.reportBadTTLs(c.caches.policy(&w))
+	c.recallRecreatable(&w)
 	var asked []string // nodes whose release annotation this pass answers
 	w.Manual, asked = c.manualRequests(entries)
 	t := c.now()
@@ -50,6 +51,9 @@ func (c *Controller) pass(ctx context.Context) error {
 	c.watchCoverage()
 	c.pruneDeletedNodes()
 	if err != nil {
+		return err
+	}
+	if err := c.reown(ctx, keptOf(entries, plan), w); err != nil {
 		return err
 	}
 	for _, node := range asked {
@@ -179,4 +183,19 @@ func (c *Controller) clearManual(ctx context.Context, node string) {
 	if _, err := c.kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		slog.Warn("could not clear the release annotation", "node", node, "err", err)
 	}
+}
+
+// keptOf are the entries the plan does not release.
+func keptOf(entries []reserve.Entry, plan []release.Release) []reserve.Entry {
+	gone := make(map[reserve.Ref]bool, len(plan))
+	for _, r := range plan {
+		gone[r.Ref()] = true
+	}
+	var out []reserve.Entry
+	for _, e := range entries {
+		if !gone[e.Ref()] {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -73,5 +74,47 @@ func TestPassKeepsScaledDownMembersWhenTheSetSaysSo(t *testing.T) {
 	}
 	if ev := b.eventReasons(); countOf(ev, "InvalidReservationPolicy") != 1 {
 		t.Fatalf("events %v: want one InvalidReservationPolicy", ev)
+	}
+}
+
+// A StatefulSet that opts in to keeping its members across a re-creation:
+// deleted, its members' reservations wait; re-created (another UID), the
+// new set is handed them.
+func TestPassKeepsMembersAcrossARecreatedSet(t *testing.T) {
+	ctx := context.Background()
+	old := annotatedSet("kafka", "broker", "old", "2h")
+	old.Annotations[release.RecreateAnnotation] = release.Keep
+	b := newPassBed(t, old)
+	b.reserve("n1", ofSet(held("10.0.0.1", "kafka", "broker-0", time.Minute), "broker", "old"))
+	b.pass()
+	sets := b.kube.AppsV1().StatefulSets("kafka")
+	if err := sets.Delete(ctx, "broker", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the set gone from the cache", func() bool { return len(b.c.caches.sets.GetStore().List()) == 0 })
+	b.pass()
+	if e, ok := b.held()["10.0.0.1"]; !ok || e.OwnerUID != "sts-old" {
+		t.Fatalf("released (or re-owned) while its set is away: %+v", b.held())
+	}
+	again := annotatedSet("kafka", "broker", "new", "2h") // a Helm reinstall: the same annotations
+	again.Annotations[release.RecreateAnnotation] = release.Keep
+	if _, err := sets.Create(ctx, again, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new set in the cache", func() bool { return len(b.c.caches.sets.GetStore().List()) == 1 })
+	b.pass()
+	if e := b.held()["10.0.0.1"]; e.OwnerUID != "sts-new" {
+		t.Fatalf("not handed to the re-created set: %+v", b.held())
+	}
+}
+
+func TestPassHandsMembersToTheRecreatedSet(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "zoo", Annotations: map[string]string{release.RecreateAnnotation: release.Keep}}}
+	b := newPassBed(t, ns, annotatedSet("zoo", "keeper", "new", "2h"))
+	b.reserve("n1", ofSet(held("10.0.0.1", "zoo", "keeper-0", time.Minute), "keeper", "old"), ofSet(held("10.0.0.2", "zoo", "keeper-7", time.Minute), "keeper", "old"))
+	b.pass()
+	got := b.held()
+	if len(got) != 1 || got["10.0.0.1"].OwnerUID != "sts-new" {
+		t.Fatalf("held %+v: want keeper-0's, handed to the new set (keeper-7 is past its 3 replicas)", got)
 	}
 }

@@ -195,3 +195,36 @@ func TestPlanKeepsScaledDownWhenTheSetSaysSo(t *testing.T) {
 		t.Error("Keep accepted")
 	}
 }
+
+func TestPlanAcrossARecreatedStatefulSet(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.Namespaces["zoo"] = true
+	w.RecreateNamespaces = map[string]bool{"kafka": true}
+	w.RecreateSets = map[OwnerKey]bool{{"StatefulSet", "zoo", "keeper"}: true}
+	w.Owners[OwnerKey{"StatefulSet", "zoo", "keeper"}] = Owner{UID: "sts-new", StatefulSet: true, Replicas: 2}
+	entries := []reserve.Entry{
+		res("10.0.0.1", "kafka", "broker-0", time.Minute, "StatefulSet", "broker", "sts-OLD"), // namespace opts in, re-created: kept, re-owned
+		res("10.0.0.2", "kafka", "broker-4", time.Minute, "StatefulSet", "broker", "sts-OLD"), // ... but the new set has 3: scaled down
+		res("10.0.0.3", "kafka", "zk-0", time.Minute, "StatefulSet", "zk", "sts-9"),           // no zk yet: awaiting re-creation
+		res("10.0.0.4", "kafka", "zk-1", 41*time.Minute, "StatefulSet", "zk", "sts-9"),        // ... within its time only
+		res("10.0.0.5", "zoo", "keeper-1", time.Minute, "StatefulSet", "keeper", "sts-old"),   // the set opts in: kept, re-owned
+		res("10.0.0.6", "redis", "cache-5", time.Minute, "StatefulSet", "cache", "sts-OLD"),   // not opted in: a new owner inherits nothing
+		res("10.0.0.7", "kafka", "ui-abc-1", time.Minute, "ReplicaSet", "ui-old", "rs-9"),     // not a StatefulSet
+	}
+	got := reasons(Plan(entries, t0, l, w))
+	want := map[string]Reason{"10.0.0.2": ScaledDown, "10.0.0.4": TTL, "10.0.0.6": OwnerGone, "10.0.0.7": OwnerGone}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	var kept []reserve.Entry
+	for _, e := range entries {
+		if _, gone := got[e.IP]; !gone {
+			kept = append(kept, e)
+		}
+	}
+	re := Reowns(kept, w)
+	if len(re) != 2 || len(re["sts-1"]) != 1 || re["sts-1"][0].IP != "10.0.0.1" || len(re["sts-new"]) != 1 || re["sts-new"][0].IP != "10.0.0.5" {
+		t.Fatalf("reowns %v", re)
+	}
+}

@@ -24,17 +24,30 @@ const (
 	ReleaseNow          = "release"
 )
 
-// ParseScaleDown reads a ScaleDownAnnotation value: keep reports whether
-// it keeps.
-func ParseScaleDown(s string) (keep bool, err error) {
+// RecreateAnnotation set to Keep on a Namespace or a StatefulSet keeps
+// the addresses of a StatefulSet deleted and re-created under the same
+// name (a Helm reinstall, the orphan-and-recreate a volume claim template
+// change needs): while no StatefulSet has the name, its members'
+// reservations stay (within their reservation time) instead of ending as
+// owner-gone, and the new StatefulSet takes them over, so that its members
+// get their addresses back. The default, release, keeps today's rule: a
+// new StatefulSet is a new owner and inherits nothing.
+const RecreateAnnotation = "capo.io/ip-reserve-on-recreate"
+
+// ParseKeep reads a Keep/ReleaseNow annotation value.
+func ParseKeep(key, s string) (keep bool, err error) {
 	switch s {
 	case Keep:
 		return true, nil
 	case ReleaseNow, "":
 		return false, nil
 	}
-	return false, fmt.Errorf("%s=%q: want %s or %s", ScaleDownAnnotation, s, Keep, ReleaseNow)
+	return false, fmt.Errorf("%s=%q: want %s or %s", key, s, Keep, ReleaseNow)
 }
+
+// ParseScaleDown reads a ScaleDownAnnotation value: keep reports whether
+// it keeps.
+func ParseScaleDown(s string) (keep bool, err error) { return ParseKeep(ScaleDownAnnotation, s) }
 
 // TTL bounds: at least a second (0 would end a reservation at its first
 // pass, which is opting out: say so with capo.io/ip-reserve=disabled), at
@@ -87,4 +100,24 @@ func (t TTLs) TTLOf(e reserve.Entry, def time.Duration) (time.Duration, string) 
 		return d, FromNamespace
 	}
 	return def, FromConfig
+}
+
+// keepsAcrossRecreate reports whether e's StatefulSet, by name, opts in
+// to RecreateAnnotation, itself or through its namespace.
+func (w World) keepsAcrossRecreate(e reserve.Entry) bool {
+	return e.OwnerKind == "StatefulSet" &&
+		(w.RecreateNamespaces[e.Namespace] || w.RecreateSets[OwnerKey{Kind: e.OwnerKind, Namespace: e.Namespace, Name: e.OwnerName}])
+}
+
+// Reowns are the kept StatefulSet entries whose set was re-created under
+// its name and keeps them: by the new set's UID, the entries to give it.
+func Reowns(kept []reserve.Entry, w World) map[string][]reserve.Ref {
+	out := map[string][]reserve.Ref{}
+	for _, e := range kept {
+		o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]
+		if ok && o.StatefulSet && e.OwnerUID != "" && o.UID != e.OwnerUID && w.keepsAcrossRecreate(e) {
+			out[o.UID] = append(out[o.UID], e.Ref())
+		}
+	}
+	return out
 }
