@@ -118,6 +118,16 @@ func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
 	return err
 }
 
+func countAction(rows []adoption, action string) int {
+	n := 0
+	for _, r := range rows {
+		if r.action == action {
+			n++
+		}
+	}
+	return n
+}
+
 // capoZone is the zone Capo's times are read in: --timezone when given,
 // else the TZ of Capo's running manager, else --timezone's default (the
 // zone Capo's chart and manifests set). A wrong zone shifts every age by
@@ -191,6 +201,13 @@ func (c *cli) adopt(cands []capoadopt.Candidate, dryRun bool) ([]adoption, error
 		default:
 			todo = append(todo, cand)
 		}
+	}
+	adding := len(todo)
+	if dryRun {
+		adding = countAction(rows, "would adopt")
+	}
+	if max := c.config().IPReserveMaxCount; len(listing.Entries)+adding > max {
+		fmt.Fprintf(c.errw, "capoctl: warning: capo would hold %d reservations, over ipReserveMaxCount %d: the oldest would be released at the next pass (while Capo runs, its own copies still hold them); raise ipReserveMaxCount for the switch\n", len(listing.Entries)+adding, max)
 	}
 	var errs []error
 	for node, entries := range capoadopt.ByNode(todo) {

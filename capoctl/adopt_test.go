@@ -127,3 +127,39 @@ func squash(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// An address Capo lists without a readable time (Capo never releases it)
+// is held one ipReserveTime from the controller's first sight, with no node.
+func TestAdoptCapoWithoutATime(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: capoadopt.ConfigMapName},
+		Data:       map[string]string{"10.0.0.5": "garbage"},
+	}
+	c := newCtl(t, cm)
+	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5", "10.0.0.6"}})
+	code, out, errw := c.run("", "adopt-capo")
+	if code != 0 || !strings.Contains(out, "2 adopted") || !strings.Contains(out, "held one ipReserveTime from adoption") {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
+	}
+	l, _ := c.store.List(context.Background())
+	if len(l.Entries) != 2 || l.Entries[0].Node != "" || !l.Entries[0].Seen.IsZero() || l.Entries[0].ReservedAt.IsZero() {
+		t.Fatalf("%+v", l.Entries)
+	}
+	if code, out, _ = c.run("", "adopt-capo"); code != 0 || !strings.Contains(out, "2 already held by capo") {
+		t.Fatalf("again: exit %d\n%s", code, out)
+	}
+}
+
+func TestAdoptCapoWarnsOverMaxCount(t *testing.T) {
+	c := newCtl(t)
+	cm := c.kube.CoreV1().ConfigMaps("capo-system")
+	got, _ := cm.Get(context.Background(), "capo-config", metav1.GetOptions{})
+	got.Data["config.yaml"] += "ipReserveMaxCount: 1\n"
+	if _, err := cm.Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5", "10.0.0.6"}})
+	if code, _, errw := c.run("", "adopt-capo", "--dry-run"); code != 0 || !strings.Contains(errw, "over ipReserveMaxCount 1") {
+		t.Fatalf("exit %d: %s", code, errw)
+	}
+}
