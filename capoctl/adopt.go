@@ -192,10 +192,16 @@ func (c *cli) adopt(cands []capoadopt.Candidate, dryRun bool) ([]adoption, error
 	}
 	rows := make([]adoption, 0, len(cands))
 	var todo []capoadopt.Candidate
+	ttls := c.ttlLookup()
 	for _, cand := range cands {
+		ttl, from := ttls.of(cand.Entry)
 		switch e, ok := held[cand.IP]; {
 		case ok:
 			rows = append(rows, adoption{cand: cand, action: fmt.Sprintf("already held by capo (%s, node %s)", e.Reason, e.Node)})
+		case !cand.Seen.IsZero() && c.now.Sub(cand.Seen) >= ttl:
+			// capo would release it at its next pass: Capo's copy holds it
+			// until Capo releases it or its objects are deleted.
+			rows = append(rows, adoption{cand: cand, action: "not adopted: expired under " + source(from, ttl)})
 		case dryRun:
 			rows = append(rows, adoption{cand: cand, action: "would adopt"})
 		default:
@@ -254,7 +260,7 @@ func (c *cli) printAdoption(rows []adoption, skipped []capoadopt.Skipped, dryRun
 		fmt.Fprintf(c.out, "  not adopted: %s: %s\n", s.Addr, s.Why)
 	}
 	fmt.Fprintf(c.out, "%d adopted, %d would be adopted, %d already held by capo, %d failed, %d not adopted; ipReserveTime %s counts from Capo's time\n",
-		counts["adopted"], counts["would adopt"], counts["already held by capo"], counts["failed"], len(skipped), ttl)
+		counts["adopted"], counts["would adopt"], counts["already held by capo"], counts["failed"], len(skipped)+counts["not adopted"], ttl)
 	if dryRun {
 		fmt.Fprintln(c.out, "dry run: nothing written; Capo's objects are never changed")
 		return

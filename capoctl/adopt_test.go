@@ -13,6 +13,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/capoadopt"
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -161,5 +162,26 @@ func TestAdoptCapoWarnsOverMaxCount(t *testing.T) {
 	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5", "10.0.0.6"}})
 	if code, _, errw := c.run("", "adopt-capo", "--dry-run"); code != 0 || !strings.Contains(errw, "over ipReserveMaxCount 1") {
 		t.Fatalf("exit %d: %s", code, errw)
+	}
+}
+
+// An address whose time is past its reservation time by capo's rules is
+// not adopted: capo would release it at once; Capo's copy holds it until
+// Capo's objects go.
+func TestAdoptCapoSkipsWhatHasExpired(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: capoadopt.ConfigMapName},
+		Data: map[string]string{
+			"10.0.0.5": "kafka_broker-0_node-a_" + capoTime(now.Add(-50*time.Minute)),
+			"10.0.0.6": "zoo_keeper-0_node-a_" + capoTime(now.Add(-50*time.Minute)), // its namespace keeps for 2h
+		},
+	}
+	zoo := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "zoo", Annotations: map[string]string{release.TTLAnnotation: "2h"}}}
+	c := newCtl(t, cm, zoo)
+	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5", "10.0.0.6"}})
+	code, out, errw := c.run("", "adopt-capo")
+	if code != 0 || !strings.Contains(squash(out), "10.0.0.5 kafka/broker-0 node-a 2026-11-21T11:10:00Z 50m0s due not adopted: expired under 40m0s (ipReserveTime)") ||
+		!strings.Contains(out, "1 adopted, 0 would be adopted, 0 already held by capo, 0 failed, 1 not adopted") {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
 	}
 }
