@@ -212,8 +212,8 @@ func (c *cli) adopt(cands []capoadopt.Candidate, dryRun bool) ([]adoption, error
 	if dryRun {
 		adding = countAction(rows, "would adopt")
 	}
-	if max := c.config().IPReserveMaxCount; len(listing.Entries)+adding > max {
-		fmt.Fprintf(c.errw, "capoctl: warning: capo would hold %d reservations, over ipReserveMaxCount %d: the oldest would be released at the next pass (while Capo runs, its own copies still hold them); raise ipReserveMaxCount for the switch\n", len(listing.Entries)+adding, max)
+	if limit := c.config().IPReserveMaxCount; len(listing.Entries)+adding > limit {
+		fmt.Fprintf(c.errw, "capoctl: warning: capo would hold %d reservations, over ipReserveMaxCount %d: the oldest would be released at the next pass (while Capo runs, its own copies still hold them); raise ipReserveMaxCount for the switch\n", len(listing.Entries)+adding, limit)
 	}
 	var errs []error
 	for node, entries := range capoadopt.ByNode(todo) {
