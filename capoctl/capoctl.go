@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/pkg/capoadopt"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/version"
@@ -34,6 +35,12 @@ const usage = `capoctl %s: capo's IP reservations.
   capoctl explain NS/NAME
       would this pod's address be reserved on teardown, and which rule decides;
       would it get its address back when it returns, and if not why
+
+  capoctl adopt-capo [--from-namespace ip-reserve] [--timezone ZONE] [--dry-run]
+      take over the reservations of Capo (xdfdotcn/capo) with Capo's times, so
+      ipReserveTime and ipReserveMaxCount continue where Capo left off; skips
+      addresses Calico has allocated since; only reads Capo's objects; says
+      per address what it would adopt (--dry-run) or adopted; safe to repeat
 
   capoctl completion bash|zsh|fish
       a shell completion script, e.g. source <(capoctl completion bash)
@@ -96,6 +103,10 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 	output := fs.String("o", "table", "list and returns output: table, json or yaml")
 	yes := fs.Bool("yes", false, "release without asking")
 	all := fs.Bool("all", false, "every reservation capo holds (release), e.g. before uninstalling capo")
+	var ao adoptOptions
+	fs.StringVar(&ao.namespace, "from-namespace", capoadopt.DefaultNamespace, "adopt-capo: Capo's namespace, where its ConfigMap "+capoadopt.ConfigMapName+" is")
+	fs.StringVar(&ao.zone, "timezone", capoadopt.DefaultZone, "adopt-capo: the TZ of Capo's pod, which its times are written in without a zone (default: read from Capo's Deployment, else this)")
+	fs.BoolVar(&ao.dryRun, "dry-run", false, "adopt-capo: say what would be adopted, write nothing")
 	if len(args) == 0 {
 		fs.Usage()
 		return 2
@@ -124,6 +135,7 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	fs.Visit(func(f *flag.Flag) { ao.zoneSet = ao.zoneSet || f.Name == "timezone" })
 	if cmd == "completion" {
 		return completion(positional, fs, name, out, errw)
 	}
@@ -145,6 +157,11 @@ func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time
 			err = errors.New("explain takes one pod, as NAMESPACE/NAME")
 		} else {
 			err = c.explain(positional[0])
+		}
+	case "adopt-capo":
+		var r capoReader
+		if r, err = dialCapo(k); err == nil {
+			err = c.adoptCapo(r, ao)
 		}
 	default:
 		fs.Usage()

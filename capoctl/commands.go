@@ -52,8 +52,12 @@ type row struct {
 	ReservedAt time.Time  `json:"reservedAt"`
 	Seen       *time.Time `json:"seen,omitempty"` // by capo-controller's clock
 	ExpiresAt  time.Time  `json:"expiresAt"`
-	OwnerKind  string     `json:"ownerKind,omitempty"`
-	OwnerName  string     `json:"ownerName,omitempty"`
+	// ReserveTime is how long it is held; ReserveTimeFrom says whose it
+	// is: config (ipReserveTime), pod, statefulset or namespace.
+	ReserveTime     string `json:"reserveTime"`
+	ReserveTimeFrom string `json:"reserveTimeFrom"`
+	OwnerKind       string `json:"ownerKind,omitempty"`
+	OwnerName       string `json:"ownerName,omitempty"`
 	// ref is the entry shown: a release ends it only if it is still held
 	// as shown, not a teardown reserved at the same place since.
 	ref reserve.Ref
@@ -67,13 +71,15 @@ func (c *cli) rows(f filter) ([]row, error) {
 	for _, u := range listing.Unreadable {
 		fmt.Fprintf(c.errw, "capoctl: warning: %s does not decode (%v); its %d addresses stay reserved and are not listed\n", u.Object, u.Err, u.Addresses)
 	}
-	ttl := c.config().IPReserveTime
+	ttls := c.ttlLookup()
 	out := []row{}
 	for _, e := range listing.Entries {
 		if f.match(e) {
+			ttl, from := ttls.of(e)
 			r := row{
 				IP: e.IP, Namespace: e.Namespace, Pod: e.Pod, PodUID: e.PodUID, Node: e.Node, Reason: e.Reason,
 				ReservedAt: e.ReservedAt, ExpiresAt: release.Since(e, c.now).Add(ttl), OwnerKind: e.OwnerKind, OwnerName: e.OwnerName, ref: e.Ref(),
+				ReserveTime: ttl.String(), ReserveTimeFrom: from,
 			}
 			if !e.Seen.IsZero() {
 				r.Seen = &e.Seen
@@ -92,9 +98,9 @@ func (c *cli) list(f filter, output string) error {
 	}
 	return c.print(output, rows, func() error {
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "IP\tPOD\tNODE\tREASON\tAGE\tEXPIRES IN")
+		fmt.Fprintln(w, "IP\tPOD\tNODE\tREASON\tAGE\tEXPIRES IN\tRESERVE TIME")
 		for _, r := range rows {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.IP, r.Namespace+"/"+r.Pod, r.Node, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\n", r.IP, r.Namespace+"/"+r.Pod, r.Node, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)), r.ReserveTime, r.ReserveTimeFrom)
 		}
 		_ = w.Flush()
 		if len(rows) == 0 {
@@ -212,7 +218,15 @@ func (c *cli) explain(ref string) error {
 		fmt.Fprintf(c.out, "  WARNING: %s: the calico plugin rejects this pod on an opted-in node\n", key)
 	}
 	if d.Verdict == selection.Selected {
-		fmt.Fprintf(c.out, "  a reservation lasts up to %s (ipReserveTime), less if more than %d are held, or once its workload is gone\n", cfg.IPReserveTime, cfg.IPReserveMaxCount)
+		ttls := c.ttlLookup()
+		e := reserve.Entry{Namespace: ns, Pod: name}
+		e.SetPod(pod)
+		ttl, from := ttls.of(e)
+		fmt.Fprintf(c.out, "  a reservation lasts up to %s, less if more than %d are held, or once its workload is gone\n", source(from, ttl), cfg.IPReserveMaxCount)
+		for obj, why := range ttls.invalid {
+			fmt.Fprintf(c.out, "  WARNING: %s: %s; ignored\n", obj, why)
+		}
+		c.explainPolicy(e)
 	}
 	if err := c.explainReturn(pod, d); err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 )
 
 // commands are capoctl's subcommands, as completion offers them.
-var commands = []string{"list", "returns", "release", "explain", "completion"}
+var commands = []string{"list", "returns", "release", "explain", "adopt-capo", "completion"}
 
 // completion prints a completion script for shell: subcommands first, then
 // the flags of fs, read from fs itself so a new flag is completed too. The

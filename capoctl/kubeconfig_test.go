@@ -119,7 +119,7 @@ func TestKubectlFlags(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	c := newCtl(t)
 	for shell, want := range map[string][]string{
-		"bash": {"complete -o default -F _capoctl capoctl kubectl-capo", "list returns release explain completion", "--kubeconfig", "--context", "-n "},
+		"bash": {"complete -o default -F _capoctl capoctl kubectl-capo", "list returns release explain adopt-capo completion", "--kubeconfig", "--context", "-n "},
 		"zsh":  {"bashcompinit", "_capoctl"},
 		"fish": {"complete -c capoctl -l kubeconfig", "complete -c capoctl -s n", "__fish_use_subcommand"},
 	} {

@@ -264,14 +264,17 @@ func newHeldIndex(node string) *heldIndex {
 }
 
 // identities are the keys an entry or a pod is known by: its pod UID, and
-// its name under its controller.
+// its name when it has a controller. The name is not tied to the
+// controller's UID: the index may be 30 s behind the controller handing a
+// re-created StatefulSet its members' reservations, and only spares reads
+// (returns.Held decides on a fresh one).
 func identities(namespace, name, podUID, ownerUID string) []string {
 	var ids []string
 	if podUID != "" {
 		ids = append(ids, "uid/"+podUID)
 	}
 	if ownerUID != "" {
-		ids = append(ids, namespace+"/"+name+"/"+ownerUID)
+		ids = append(ids, "name/"+namespace+"/"+name)
 	}
 	return ids
 }

@@ -47,7 +47,8 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 }
 
 // The index answers a returning pod's ADD without a read: entries being
-// written (no node yet) are this node's, and a pod finds its own only.
+// written (no node yet) are this node's, and a pod finds those of its
+// name or its UID only.
 func TestHeldIndex(t *testing.T) {
 	h := newHeldIndex("n1")
 	h.add([]reserve.Entry{{IP: "FD00::3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-1", OwnerUID: "set-1"}})
@@ -58,8 +59,18 @@ func TestHeldIndex(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: types.UID(set), Controller: &yes}},
 		}}
 	}
-	if !h.has(pod("pod-2", "set-1")) || !h.has(pod("pod-1", "set-9")) || h.has(pod("pod-2", "set-2")) {
-		t.Fatal("identity: the same set's member or the same pod, nobody else")
+	if !h.has(pod("pod-2", "set-1")) || !h.has(pod("pod-1", "set-9")) {
+		t.Fatal("identity: the same set's member or the same pod")
+	}
+	// A member of a set re-created under the name reads the store too: the
+	// controller may have handed it the reservation since the index's read.
+	if !h.has(pod("pod-2", "set-2")) {
+		t.Fatal("a re-created set's member is not looked up")
+	}
+	other := pod("pod-3", "set-1")
+	other.Name = "redis-4"
+	if h.has(other) {
+		t.Fatal("a pod of another name and UID is indexed")
 	}
 	if es := h.entries(); len(es) != 1 || es[0].Node != "n1" || es[0].IP != "fd00::3" {
 		t.Fatalf("entries %+v", es)

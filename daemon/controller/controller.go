@@ -24,6 +24,7 @@ import (
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -74,9 +75,11 @@ type Controller struct {
 	away         map[string]bool        // opted-in nodes whose agent was not ready at the last pass
 	// uncoveredNodes are the opted-in nodes uncovered at the last pass.
 	uncoveredNodes map[string]bool
-	unreadable     map[string]string // reservation objects reported unreadable, and why
-	legacyWarned   map[string]string // nodes told their release annotation is not read, and its value
-	poolsAt        time.Time         // the last read of Calico's pool utilization (pass goroutine only)
+	unreadable     map[string]string              // reservation objects reported unreadable, and why
+	badTTLs        map[string]string              // invalid reservation time annotations reported: object -> value
+	recreatable    map[release.OwnerKey]time.Time // StatefulSets last seen opting in to keep members across a re-creation
+	legacyWarned   map[string]string              // nodes told their release annotation is not read, and its value
+	poolsAt        time.Time                      // the last read of Calico's pool utilization (pass goroutine only)
 }
 
 // New builds a controller on real clients.

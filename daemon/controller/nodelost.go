@@ -26,6 +26,13 @@ func (c *Controller) watchTriggers() {
 	for _, inf := range []cache.SharedIndexInformer{c.caches.namespaces, c.caches.sets, c.caches.replicas, c.caches.deploys} {
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: due, UpdateFunc: dueUpdate})
 	}
+	// A StatefulSet created may be one re-created that takes over its
+	// members' reservations: hand them over before its pods start.
+	_, _ = c.caches.sets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.noteSet(obj); c.due() },
+		UpdateFunc: func(_, obj any) { c.noteSet(obj) },
+		DeleteFunc: c.noteSet,
+	})
 	_, _ = c.caches.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) { c.nodeDeleted(obj) },
 	})

@@ -28,6 +28,8 @@ func (c *Controller) pass(ctx context.Context) error {
 	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
+	c.reportBadTTLs(c.caches.policy(&w))
+	c.recallRecreatable(&w)
 	var asked []request // release requests by hand this pass answers
 	w.Manual, asked = c.manualRequests(entries)
 	t := c.now()
@@ -41,6 +43,9 @@ func (c *Controller) pass(ctx context.Context) error {
 	c.watchCoverage()
 	c.pruneDeletedNodes()
 	if err != nil {
+		return err
+	}
+	if err := c.reown(ctx, keptOf(entries, plan), w); err != nil {
 		return err
 	}
 	c.clearManual(ctx, asked)
@@ -134,4 +139,19 @@ func matchesManual(v string, e reserve.Entry) bool {
 		}
 	}
 	return false
+}
+
+// keptOf are the entries the plan does not release.
+func keptOf(entries []reserve.Entry, plan []release.Release) []reserve.Entry {
+	gone := make(map[reserve.Ref]bool, len(plan))
+	for _, r := range plan {
+		gone[r.Ref()] = true
+	}
+	var out []reserve.Entry
+	for _, e := range entries {
+		if !gone[e.Ref()] {
+			out = append(out, e)
+		}
+	}
+	return out
 }

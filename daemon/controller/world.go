@@ -35,7 +35,7 @@ func newCaches(kube kubernetes.Interface, agents labels.Selector, namespace, rel
 	}
 	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod(agents)))
 	c.pods = pods.Core().V1().Pods().Informer()
-	_ = c.pods.AddIndexers(cache.Indexers{byNode: indexByNode})
+	_ = c.pods.AddIndexers(cache.Indexers{byNode: indexByNode, byTTL: indexByTTL})
 	return c
 }
 

@@ -19,8 +19,8 @@ const (
 	Manual        Reason = "manual"         // an operator asked
 	NamespaceGone Reason = "namespace-gone" // the pod's namespace is deleted or terminating
 	OwnerGone     Reason = "owner-gone"     // the workload is deleted, or replaced by a new object of the same name
-	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal
-	TTL           Reason = "ttl"            // older than ipReserveTime
+	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal (unless it keeps them: ScaleDownAnnotation)
+	TTL           Reason = "ttl"            // older than ipReserveTime, or its workload's capo.io/ip-reserve-time
 	MaxCount      Reason = "max-count"      // more held than ipReserveMaxCount: oldest first
 )
 
@@ -41,6 +41,10 @@ type Owner struct {
 	StatefulSet  bool
 	Replicas     int32
 	OrdinalStart int32
+	// KeepScaledDown: the StatefulSet opts in (ScaleDownAnnotation=keep)
+	// to keep a removed member's addresses held, within its reservation
+	// time, for the member to get back when the set scales up again.
+	KeepScaledDown bool
 }
 
 // World is what the cluster holds, as the controller's caches see it.
@@ -51,6 +55,12 @@ type World struct {
 	// kinds (Jobs, custom resources) are never judged gone.
 	TrackedKinds map[string]bool
 	Manual       map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
+	TTLs         TTLs                 // per-workload reservation times; Limits.TTL elsewhere
+	// RecreateNamespaces and RecreateSets opt in to RecreateAnnotation:
+	// namespaces, and StatefulSets by name (those that exist, and those the
+	// controller saw with it before they were deleted).
+	RecreateNamespaces map[string]bool
+	RecreateSets       map[OwnerKey]bool
 }
 
 // Limits are the config's release rules.
@@ -106,19 +116,31 @@ func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 	}
 	if e.OwnerKind != "" && w.TrackedKinds[e.OwnerKind] {
 		o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]
+		recreated := e.OwnerUID != "" && o.UID != e.OwnerUID
 		switch {
-		case !ok || (e.OwnerUID != "" && o.UID != e.OwnerUID) || o.ParentGone:
-			return OwnerGone, true
-		case o.StatefulSet:
-			if ord, ok := ordinal(e.Pod, e.OwnerName); ok && (ord < int(o.OrdinalStart) || ord >= int(o.OrdinalStart)+int(o.Replicas)) {
+		case w.keepsAcrossRecreate(e) && (!ok || recreated && o.StatefulSet):
+			// Awaiting its re-creation, or re-created: the time decides,
+			// and the new set's ordinals.
+			if ok && scaledDown(e, o) {
 				return ScaledDown, true
 			}
+		case !ok || recreated || o.ParentGone:
+			return OwnerGone, true
+		case o.StatefulSet && scaledDown(e, o):
+			return ScaledDown, true
 		}
 	}
-	if now.Sub(Since(e, now)) >= l.TTL {
+	if ttl, _ := w.TTLs.TTLOf(e, l.TTL); now.Sub(Since(e, now)) >= ttl {
 		return TTL, true
 	}
 	return "", false
+}
+
+// scaledDown reports whether the StatefulSet o no longer has e's ordinal
+// and does not keep its removed members' addresses.
+func scaledDown(e reserve.Entry, o Owner) bool {
+	ord, ok := ordinal(e.Pod, e.OwnerName)
+	return ok && !o.KeepScaledDown && (ord < int(o.OrdinalStart) || ord >= int(o.OrdinalStart)+int(o.Replicas))
 }
 
 // Since is when an entry's age is counted from: when capo-controller first

@@ -134,3 +134,97 @@ func TestPlanJudgesAgeByTheControllersClock(t *testing.T) {
 		t.Fatalf("plan %+v, want 10.0.0.1 by max-count", got)
 	}
 }
+
+func TestPlanPerWorkloadTTL(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.TTLs = TTLs{
+		Pods:       map[string]time.Duration{"kafka/broker-0": 2 * time.Hour},
+		Sets:       map[OwnerKey]time.Duration{{"StatefulSet", "kafka", "broker"}: 6 * time.Hour},
+		Namespaces: map[string]time.Duration{"kafka": 10 * time.Minute, "redis": 3 * time.Hour},
+	}
+	got := reasons(Plan([]reserve.Entry{
+		res("10.0.0.1", "kafka", "broker-0", 3*time.Hour, "StatefulSet", "broker", "sts-1"),  // pod: 2h
+		res("10.0.0.2", "kafka", "broker-0", time.Hour, "StatefulSet", "broker", "sts-1"),    // pod: 2h
+		res("10.0.0.3", "kafka", "broker-1", 5*time.Hour, "StatefulSet", "broker", "sts-1"),  // set: 6h
+		res("10.0.0.4", "kafka", "broker-2", 7*time.Hour, "StatefulSet", "broker", "sts-1"),  // set: 6h
+		res("10.0.0.5", "kafka", "ui-abc-1", 15*time.Minute, "ReplicaSet", "ui-abc", "rs-1"), // namespace: 10m
+		res("10.0.0.6", "redis", "cache-5", 2*time.Hour, "StatefulSet", "cache", "sts-2"),    // namespace: 3h
+		res("10.0.0.7", "other", "x-0", 41*time.Minute, "", "", ""),                          // config: 40m
+	}, t0, l, func() World { w.Namespaces["other"] = true; return w }()))
+	want := map[string]Reason{"10.0.0.1": TTL, "10.0.0.4": TTL, "10.0.0.5": TTL, "10.0.0.7": TTL}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	// A shorter TTL does not beat the workload rules: they come first.
+	if d, from := w.TTLs.TTLOf(res("10.0.0.8", "kafka", "zk-0", 0, "StatefulSet", "zk", "x"), l.TTL); d != 10*time.Minute || from != FromNamespace {
+		t.Fatalf("zk-0: %s from %s", d, from)
+	}
+}
+
+func TestParseTTL(t *testing.T) {
+	for in, ok := range map[string]bool{"90m": true, "6h": true, "1s": true, "720h": true, "721h": false, "0s": false, "-1h": false, "soon": false, "": false, "40": false} {
+		if _, err := ParseTTL(in); (err == nil) != ok {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+func TestPlanKeepsScaledDownWhenTheSetSaysSo(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	o := w.Owners[OwnerKey{"StatefulSet", "kafka", "broker"}]
+	o.KeepScaledDown = true
+	w.Owners[OwnerKey{"StatefulSet", "kafka", "broker"}] = o
+	got := reasons(Plan([]reserve.Entry{
+		res("10.0.0.1", "kafka", "broker-3", time.Minute, "StatefulSet", "broker", "sts-1"),    // scaled down: kept
+		res("10.0.0.2", "kafka", "broker-4", 41*time.Minute, "StatefulSet", "broker", "sts-1"), // kept no longer than its TTL
+		res("10.0.0.3", "kafka", "broker-5", time.Minute, "StatefulSet", "broker", "sts-OLD"),  // another set of the name: gone
+		res("10.0.0.4", "redis", "cache-9", time.Minute, "StatefulSet", "cache", "sts-2"),      // not opted in
+	}, t0, l, w))
+	want := map[string]Reason{"10.0.0.2": TTL, "10.0.0.3": OwnerGone, "10.0.0.4": ScaledDown}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for in, want := range map[string]bool{"keep": true, "release": false, "": false} {
+		if keep, err := ParseScaleDown(in); err != nil || keep != want {
+			t.Errorf("%q: %v %v", in, keep, err)
+		}
+	}
+	if _, err := ParseScaleDown("Keep"); err == nil {
+		t.Error("Keep accepted")
+	}
+}
+
+func TestPlanAcrossARecreatedStatefulSet(t *testing.T) {
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.Namespaces["zoo"] = true
+	w.RecreateNamespaces = map[string]bool{"kafka": true}
+	w.RecreateSets = map[OwnerKey]bool{{"StatefulSet", "zoo", "keeper"}: true}
+	w.Owners[OwnerKey{"StatefulSet", "zoo", "keeper"}] = Owner{UID: "sts-new", StatefulSet: true, Replicas: 2}
+	entries := []reserve.Entry{
+		res("10.0.0.1", "kafka", "broker-0", time.Minute, "StatefulSet", "broker", "sts-OLD"), // namespace opts in, re-created: kept, re-owned
+		res("10.0.0.2", "kafka", "broker-4", time.Minute, "StatefulSet", "broker", "sts-OLD"), // ... but the new set has 3: scaled down
+		res("10.0.0.3", "kafka", "zk-0", time.Minute, "StatefulSet", "zk", "sts-9"),           // no zk yet: awaiting re-creation
+		res("10.0.0.4", "kafka", "zk-1", 41*time.Minute, "StatefulSet", "zk", "sts-9"),        // ... within its time only
+		res("10.0.0.5", "zoo", "keeper-1", time.Minute, "StatefulSet", "keeper", "sts-old"),   // the set opts in: kept, re-owned
+		res("10.0.0.6", "redis", "cache-5", time.Minute, "StatefulSet", "cache", "sts-OLD"),   // not opted in: a new owner inherits nothing
+		res("10.0.0.7", "kafka", "ui-abc-1", time.Minute, "ReplicaSet", "ui-old", "rs-9"),     // not a StatefulSet
+	}
+	got := reasons(Plan(entries, t0, l, w))
+	want := map[string]Reason{"10.0.0.2": ScaledDown, "10.0.0.4": TTL, "10.0.0.6": OwnerGone, "10.0.0.7": OwnerGone}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	var kept []reserve.Entry
+	for _, e := range entries {
+		if _, gone := got[e.IP]; !gone {
+			kept = append(kept, e)
+		}
+	}
+	re := Reowns(kept, w)
+	if len(re) != 2 || len(re["sts-1"]) != 1 || re["sts-1"][0].IP != "10.0.0.1" || len(re["sts-new"]) != 1 || re["sts-new"][0].IP != "10.0.0.5" {
+		t.Fatalf("reowns %v", re)
+	}
+}

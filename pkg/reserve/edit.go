@@ -72,3 +72,23 @@ func (c *Contents) Relist(i int) bool {
 	slices.Sort(c.Overflow)
 	return true
 }
+
+// Reown gives the StatefulSet entries refs name the owner UID uid: their
+// StatefulSet was deleted and re-created under its name, and opts in to
+// its members keeping their addresses (the controller decides). It
+// reports whether anything changed. Per-node objects keep their format
+// until the migration moves their entries.
+func (c *Contents) Reown(refs RefSet, uid string) bool {
+	if !c.Writable() || c.Legacy() {
+		return false
+	}
+	changed := false
+	for _, e := range c.Entries {
+		if _, ok := refs.match(e); ok && e.OwnerKind == "StatefulSet" && e.OwnerUID != uid {
+			e.OwnerUID = uid
+			c.add(e)
+			changed = true
+		}
+	}
+	return changed
+}

@@ -14,6 +14,9 @@ import (
 const (
 	ReasonCNIDel   = "cni-del"
 	ReasonNodeLost = "node-lost"
+	// ReasonCapo: taken over from Capo's (xdfdotcn/capo) reservations by
+	// capoctl adopt-capo, with Capo's reservation time.
+	ReasonCapo = "capo-adopted"
 )
 
 // Entry is one reserved address and why.

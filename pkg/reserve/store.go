@@ -27,6 +27,10 @@ type Store interface {
 	ListNode(ctx context.Context, node string) ([]Entry, error)
 	// Stamp sets Seen on the entries that have none.
 	Stamp(ctx context.Context, refs []Ref, seen time.Time) error
+	// Reown sets the owner UID of the StatefulSet entries refs name: their
+	// StatefulSet was re-created under its name and keeps its members'
+	// addresses. Their Refs stay the same.
+	Reown(ctx context.Context, refs []Ref, ownerUID string) error
 	// Tidy moves the entries of the per-node layout into buckets and
 	// deletes what is left empty or half-deleted, from what the last List
 	// saw: the controller's leader runs it after each pass.

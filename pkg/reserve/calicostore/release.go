@@ -61,6 +61,24 @@ func (s *Store) Stamp(ctx context.Context, refs []reserve.Ref, seen time.Time) e
 	return nil
 }
 
+// Reown gives the StatefulSet entries refs name the owner UID uid.
+func (s *Store) Reown(ctx context.Context, refs []reserve.Ref, uid string) error {
+	set, err := reserve.NewRefSet(refs)
+	if err != nil {
+		return err
+	}
+	objs, err := s.holding(ctx, set)
+	if err != nil {
+		return err
+	}
+	for _, res := range objs {
+		if _, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool { return c.Reown(set, uid) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // holding are the objects of the snapshot that hold any of refs: overflow
 // and per-node objects first, heads last, so that a head sees the overflow
 // objects this pass deletes off its list before it is judged empty.

@@ -184,3 +184,20 @@ func TestStampSetsSeenOnce(t *testing.T) {
 		t.Fatalf("seen %v %v", es[0].Seen, es[1].Seen)
 	}
 }
+
+func TestReownChangesOnlyStatefulSetEntriesOwner(t *testing.T) {
+	s := reservetest.NewStore(reserve.DefaultLimits)
+	member := reserve.Entry{IP: "10.0.0.1", Namespace: "kafka", Pod: "broker-0", Reason: reserve.ReasonCNIDel, ReservedAt: t0, OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "old"}
+	loose := reserve.Entry{IP: "10.0.0.2", Namespace: "kafka", Pod: "x", Reason: reserve.ReasonCNIDel, ReservedAt: t0}
+	if _, err := s.Reserve(ctx, "n1", []reserve.Entry{member, loose}); err != nil {
+		t.Fatal(err)
+	}
+	es, _ := s.ListNode(ctx, "n1")
+	if err := s.Reown(ctx, []reserve.Ref{es[0].Ref(), es[1].Ref()}, "new"); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := s.ListNode(ctx, "n1")
+	if after[0].OwnerUID != "new" || after[0].Ref() != es[0].Ref() || after[1].OwnerUID != "" {
+		t.Fatalf("after %+v", after)
+	}
+}

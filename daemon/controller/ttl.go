@@ -1,0 +1,187 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/capo-net/capo/pkg/kubeclient"
+	"github.com/capo-net/capo/pkg/release"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// badTTL is an annotation of capo's policy (TTLAnnotation,
+// ScaleDownAnnotation) the planner ignores, and the object to tell.
+type badTTL struct {
+	obj   runtime.Object
+	key   string // kind/namespace/name
+	value string
+	err   error
+}
+
+// policy puts the workloads' own rules into w: the valid TTLAnnotation
+// values of the cached pods, StatefulSets and namespaces, and the
+// StatefulSets' ScaleDownAnnotation; it returns the invalid ones apart.
+func (c *caches) policy(w *release.World) []badTTL {
+	t := release.TTLs{Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{}}
+	var bad []badTTL
+	read := func(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
+		v, ok := ann[release.TTLAnnotation]
+		if !ok {
+			return
+		}
+		d, err := release.ParseTTL(v)
+		if err != nil {
+			bad = append(bad, badTTL{obj: obj, key: key, value: v, err: err})
+			return
+		}
+		set(d)
+	}
+	w.RecreateNamespaces, w.RecreateSets = map[string]bool{}, map[release.OwnerKey]bool{}
+	keep := func(obj runtime.Object, key string, ann map[string]string, annotation string) bool {
+		k, err := release.ParseKeep(annotation, ann[annotation])
+		if err != nil {
+			bad = append(bad, badTTL{obj: obj, key: key + "/" + annotation, value: ann[annotation], err: err})
+		}
+		return k
+	}
+	for _, ns := range kubeclient.Listed[corev1.Namespace](c.namespaces.GetStore().List()) {
+		read(ns, "Namespace/"+ns.Name, ns.Annotations, func(d time.Duration) { t.Namespaces[ns.Name] = d })
+		if keep(ns, "Namespace/"+ns.Name, ns.Annotations, release.RecreateAnnotation) {
+			w.RecreateNamespaces[ns.Name] = true
+		}
+	}
+	for _, s := range kubeclient.Listed[appsv1.StatefulSet](c.sets.GetStore().List()) {
+		k := release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}
+		read(s, "StatefulSet/"+s.Namespace+"/"+s.Name, s.Annotations, func(d time.Duration) { t.Sets[k] = d })
+		key := "StatefulSet/" + s.Namespace + "/" + s.Name
+		if o, ok := w.Owners[k]; keep(s, key, s.Annotations, release.ScaleDownAnnotation) && ok && o.UID == string(s.UID) {
+			o.KeepScaledDown = true
+			w.Owners[k] = o
+		}
+		// A set being deleted counts too: the controller remembers it.
+		if keep(s, key, s.Annotations, release.RecreateAnnotation) {
+			w.RecreateSets[k] = true
+		}
+	}
+	annotated, _ := c.pods.GetIndexer().ByIndex(byTTL, byTTL)
+	for _, p := range kubeclient.Listed[corev1.Pod](annotated) {
+		key := p.Namespace + "/" + p.Name
+		read(p, "Pod/"+key, p.Annotations, func(d time.Duration) { t.Pods[key] = d })
+	}
+	w.TTLs = t
+	return bad
+}
+
+// reportBadTTLs warns once per object and value with an Event on the
+// object (kubectl describe shows it) and a log line; a corrected or removed
+// annotation may be wrong again later and is then told again.
+func (c *Controller) reportBadTTLs(bad []badTTL) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := map[string]string{}
+	for _, b := range bad {
+		now[b.key] = b.value
+		if c.badTTLs[b.key] == b.value {
+			continue
+		}
+		if strings.HasSuffix(b.key, "/"+release.ScaleDownAnnotation) || strings.HasSuffix(b.key, "/"+release.RecreateAnnotation) {
+			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationPolicy", "%v: ignored, as if %s", b.err, release.ReleaseNow)
+		} else {
+			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationTime", "%v: ignored, the reservation time comes from the next level (StatefulSet, namespace, then ipReserveTime)", b.err)
+		}
+		slog.Warn("invalid reservation time annotation ignored", "object", b.key, "value", b.value, "err", b.err)
+	}
+	c.badTTLs = now
+}
+
+// byTTL indexes the pods that carry a TTLAnnotation, under one key: a
+// pass reads those, not every pod of the cluster.
+const byTTL = "ttl"
+
+func indexByTTL(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		if _, set := p.Annotations[release.TTLAnnotation]; set {
+			return []string{byTTL}, nil
+		}
+	}
+	return nil, nil
+}
+
+// noteSet remembers whether a StatefulSet, as last seen (created,
+// changed, or deleted), opts in to keeping its members across a
+// re-creation: once it is deleted its annotation is gone with it. Every
+// replica notes it from its own informer, so a new leader remembers what
+// it saw while standing by.
+func (c *Controller) noteSet(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	s, ok := obj.(*appsv1.StatefulSet)
+	if !ok {
+		return
+	}
+	k := release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}
+	keep, _ := release.ParseKeep(release.RecreateAnnotation, s.Annotations[release.RecreateAnnotation])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recreatable == nil {
+		c.recreatable = map[release.OwnerKey]time.Time{}
+	}
+	if keep {
+		c.recreatable[k] = c.now()
+	} else {
+		delete(c.recreatable, k)
+	}
+}
+
+// recallRecreatable keeps w.RecreateSets across a StatefulSet's deletion:
+// the sets noted opting in are remembered, so that their members'
+// reservations wait for the re-creation. A set of the name that exists
+// without the opt-in ends the memory; so does MaxTTL.
+func (c *Controller) recallRecreatable(w *release.World) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recreatable == nil {
+		c.recreatable = map[release.OwnerKey]time.Time{}
+	}
+	now := c.now()
+	for k := range w.RecreateSets {
+		c.recreatable[k] = now
+	}
+	for k, o := range w.Owners {
+		if o.StatefulSet && !w.RecreateSets[k] {
+			delete(c.recreatable, k)
+		}
+	}
+	for k, at := range c.recreatable {
+		if now.Sub(at) > release.MaxTTL {
+			delete(c.recreatable, k)
+			continue
+		}
+		w.RecreateSets[k] = true
+	}
+}
+
+// reown hands the kept members of re-created StatefulSets that keep them
+// to the new set, so that its pods get their addresses back (capo-agent
+// matches a returning pod by its set's UID).
+func (c *Controller) reown(ctx context.Context, kept []reserve.Entry, w release.World) error {
+	var errs []error
+	for uid, refs := range release.Reowns(kept, w) {
+		if err := c.store.Reown(ctx, refs, uid); err != nil {
+			errs = append(errs, fmt.Errorf("handing %d reservations to the re-created StatefulSet %s: %w", len(refs), uid, err))
+			continue
+		}
+		slog.Info("reservations handed to a re-created StatefulSet", "uid", uid, "count", len(refs))
+	}
+	return errors.Join(errs...)
+}
