@@ -25,6 +25,7 @@ type metrics struct {
 	canReserve     prometheus.Gauge
 	ipCooldown     prometheus.Gauge
 	notReady       *prometheus.GaugeVec
+	wireRequests   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -95,8 +96,12 @@ func newMetrics() *metrics {
 			Name: "capo_agent_not_ready",
 			Help: "1 for why the agent is not ready (starting, forbidden, refused, unreachable, timeout, conflict, error, loop-stopped, stopping); all 0 while ready.",
 		}, []string{"reason"}),
+		wireRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_wire_requests_total",
+			Help: "Requests on the socket by the wire version capo-ipam spoke (1: capo 0.1.0, which sends none; newer: above the agent's own) and result (answered, refused: the version is not one the agent answers, and capo-ipam journals). A version other than the agent's own says a host still runs another release's capo-ipam.",
+		}, []string{"version", "result"}),
 	}
-	m.reg.MustRegister(m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.wireRequests, m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +109,36 @@ func (a *server) handler() http.Handler {
 	})
 	mux.HandleFunc("POST "+wire.AnnotationsPath, a.handleAnnotations)
 	mux.HandleFunc("POST "+wire.ReturnOutcomePath, a.handleReturnOutcome)
-	return mux
+	return a.versioned(mux)
+}
+
+// versioned answers only a capo-ipam whose wire version the agent speaks
+// (pkg/wire/version.go), and says its own in every answer. Every request
+// and answer of this agent is one a capo-ipam of wire v1 (capo 0.1.0)
+// reads as it did: nothing depends on the client's version yet.
+func (a *server) versioned(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(wire.VersionHeader, strconv.Itoa(wire.Version))
+		v, err := wire.ParseVersion(r.Header.Get(wire.VersionHeader))
+		if err == nil {
+			err = wire.CheckClient(v)
+		}
+		label := strconv.Itoa(v)
+		if v > wire.Version {
+			label = "newer"
+		}
+		if err != nil {
+			if v == 0 {
+				label = "invalid"
+			}
+			a.metrics.wireRequests.WithLabelValues(label, "refused").Inc()
+			slog.Warn("a request in a wire version this agent does not answer: capo-ipam journals it", "err", err)
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		a.metrics.wireRequests.WithLabelValues(label, "answered").Inc()
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,12 @@ type Record struct {
 	Attempts int                 `json:"attempts,omitempty"`
 }
 
+// RecordVersion is the journal record format capo-ipam writes and the
+// newest the agent reads. A new format must be read by the release before
+// it (docs/releasing.md); an agent of an older release leaves a record of
+// a newer format in place, its address allocated, and says so.
+const RecordVersion = 1
+
 // Dir is one state directory.
 type Dir struct{ Root string }
 
@@ -53,7 +59,7 @@ func (d Dir) Write(r *Record) (string, error) {
 	if err := os.MkdirAll(d.pendingDir(), 0o700); err != nil {
 		return "", err
 	}
-	r.Version = 1
+	r.Version = RecordVersion
 	data, err := json.Marshal(r)
 	if err != nil {
 		return "", err
@@ -87,6 +93,9 @@ func (d Dir) Pending() ([]Entry, error) {
 		data, err := os.ReadFile(filepath.Join(d.pendingDir(), f.Name()))
 		if err == nil {
 			err = json.Unmarshal(data, e.Record)
+		}
+		if err == nil && e.Record.Version > RecordVersion {
+			err = fmt.Errorf("written by a newer capo-ipam (record version %d, this agent reads up to %d): left in place with its address allocated until the release that wrote it is back on the node", e.Record.Version, RecordVersion)
 		}
 		if err != nil {
 			e.Record, e.Err = nil, fmt.Errorf("journal record %s unreadable: %w", f.Name(), err)

@@ -24,6 +24,9 @@ import (
 // answer, is all the protocol there is.
 type Client struct {
 	Socket string
+	// AgentVersion is the wire version of the agent's last answer (1 for
+	// an agent that sends none); 0 before any.
+	AgentVersion int
 }
 
 // NewClient returns a client for the agent at socket.
@@ -67,13 +70,21 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 		return err
 	}
 	start := time.Now()
-	status, data, err := c.roundTrip(ctx, path, body)
+	status, header, data, err := c.roundTrip(ctx, path, body)
 	if errors.Is(err, errTooLarge) {
 		return err
 	}
 	if err != nil {
 		return fmt.Errorf("capo-agent at %s unreachable after %s: %w", c.Socket, time.Since(start).Round(time.Millisecond), err)
 	}
+	v, err := ParseVersion(header.Get(VersionHeader))
+	if err == nil {
+		err = checkAgent(v)
+	}
+	if err != nil {
+		return err
+	}
+	c.AgentVersion = v
 	if status != "200" {
 		var e ErrorResponse
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
@@ -91,12 +102,12 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 var errTooLarge = fmt.Errorf("capo-agent's answer exceeds %d bytes", MaxBodyBytes)
 
 // roundTrip sends one request on a new connection and returns the answer's
-// status code and body.
-func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (string, []byte, error) {
+// status code, headers and body.
+func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (string, textproto.MIMEHeader, []byte, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -105,47 +116,48 @@ func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (strin
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	head := "POST " + path + " HTTP/1.0\r\nHost: capo-agent\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	head := "POST " + path + " HTTP/1.0\r\nHost: capo-agent\r\nContent-Type: application/json\r\n" +
+		VersionHeader + ": " + strconv.Itoa(Version) + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	if _, err := conn.Write(append([]byte(head), body...)); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	tp := textproto.NewReader(bufio.NewReader(conn))
 	line, err := tp.ReadLine()
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	proto, status, _ := strings.Cut(line, " ")
 	if !strings.HasPrefix(proto, "HTTP/1.") || len(status) < 3 {
-		return "", nil, fmt.Errorf("not an HTTP answer: %.80q", line)
+		return "", nil, nil, fmt.Errorf("not an HTTP answer: %.80q", line)
 	}
 	header, err := tp.ReadMIMEHeader()
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	// A length says where the answer ends; without one it ends when the
 	// agent closes the connection, as an HTTP/1.0 answer may.
 	want := int64(-1)
 	if cl := header.Get("Content-Length"); cl != "" {
 		if want, err = strconv.ParseInt(cl, 10, 64); err != nil || want < 0 {
-			return "", nil, fmt.Errorf("bad Content-Length %q", cl)
+			return "", nil, nil, fmt.Errorf("bad Content-Length %q", cl)
 		}
 	}
 	if want > MaxBodyBytes {
-		return "", nil, errTooLarge
+		return "", nil, nil, errTooLarge
 	}
 	if want >= 0 {
 		data := make([]byte, want)
 		if n, err := io.ReadFull(tp.R, data); err != nil {
-			return "", nil, fmt.Errorf("the answer ended after %d of %d bytes: %w", n, want, err)
+			return "", nil, nil, fmt.Errorf("the answer ended after %d of %d bytes: %w", n, want, err)
 		}
-		return status[:3], data, nil
+		return status[:3], header, data, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(tp.R, MaxBodyBytes+1))
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if len(data) > MaxBodyBytes {
-		return "", nil, errTooLarge
+		return "", nil, nil, errTooLarge
 	}
-	return status[:3], data, nil
+	return status[:3], header, data, nil
 }
