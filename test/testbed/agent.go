@@ -51,6 +51,7 @@ type AgentOptions struct {
 	PodName    string   // the agent's own pod (POD_NAME), for its exit check
 	Kubeconfig string   // run with these credentials instead of the bed's admin
 	Namespace  string   // the agent's namespace (POD_NAMESPACE: its config); default the env's
+	Binary     string   // another capo-agent, e.g. the previous release's (PreviousBinaries)
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -76,7 +77,11 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if o.Kubeconfig != "" {
 		argv = append(argv, "KUBECONFIG="+o.Kubeconfig) // env(1): the last assignment wins
 	}
-	argv = append(argv, e.Bed.Bin.CapoAgent,
+	bin := e.Bed.Bin.CapoAgent
+	if o.Binary != "" {
+		bin = o.Binary
+	}
+	argv = append(argv, bin,
 		"--socket="+e.AgentSocket(), "--state-dir="+e.StateDir(), "--metrics-addr="+a.MetricsAddr, "--health-addr="+a.HealthAddr,
 		"--drain-interval=1s", "--addr-sweep-interval=1s", "--log-level=debug")
 	if n := o.ManageCNI; n != nil {
