@@ -122,7 +122,9 @@ func Once(path string, logf func(string, ...any), make func(tmp string) error) e
 // capo-ipam-kube beside this Calico's binaries, as a host looks before its
 // agent is upgraded (or after one is rolled back): sandboxes made from now
 // on run it.
-func (e *Env) UsePrevious(p *PreviousBinaries) { e.BinDir = e.capoBinDir("bin-previous", p.CapoIPAM, p.CapoIPAMKube) }
+func (e *Env) UsePrevious(p *PreviousBinaries) {
+	e.BinDir = e.capoBinDir("bin-previous", p.CapoIPAM, p.CapoIPAMKube)
+}
 
 // UseCurrent gives the node this checkout's capo-ipam again.
 func (e *Env) UseCurrent() {
