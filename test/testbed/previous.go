@@ -85,10 +85,10 @@ func BuildPrevious(logf func(string, ...any)) (*PreviousBinaries, error) {
 	return p, nil
 }
 
-// Once makes path with make (given a temporary path beside it, renamed
+// Once makes path with build (given a temporary path beside it, renamed
 // into place on success) unless path exists; a file lock keeps concurrent
 // test binaries from making it twice.
-func Once(path string, logf func(string, ...any), make func(tmp string) error) error {
+func Once(path string, logf func(string, ...any), build func(tmp string) error) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
@@ -111,7 +111,7 @@ func Once(path string, logf func(string, ...any), make func(tmp string) error) e
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	if err := make(tmp); err != nil {
+	if err := build(tmp); err != nil {
 		return err
 	}
 	logf("testbed: made %s in %s (once; cached)", path, time.Since(start).Round(time.Second))
