@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,7 +46,7 @@ func TestPreviousCapoIPAMAnswered(t *testing.T) {
 			if got := testutil.ToFloat64(a.srv.metrics.wireRequests.WithLabelValues("1", "answered")); got != 1 {
 				t.Errorf("capo_agent_wire_requests_total{version=1} = %v", got)
 			}
-			if w.Code != http.StatusOK || w.Header().Get(wire.VersionHeader) != "2" {
+			if w.Code != http.StatusOK || w.Header().Get(wire.VersionHeader) != strconv.Itoa(wire.Version) {
 				t.Fatalf("answered %d, v%s: %s", w.Code, w.Header().Get(wire.VersionHeader), w.Body)
 			}
 			switch r.URL.Path {

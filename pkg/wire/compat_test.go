@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func TestRequestsReadByPreviousAgent(t *testing.T) {
 					t.Errorf("header %s: %q, the previous release sent %q", k, got.Header[k], v)
 				}
 			}
-			if got.Header.Get(VersionHeader) != "2" {
+			if got.Header.Get(VersionHeader) != strconv.Itoa(Version) {
 				t.Errorf("%s: %q", VersionHeader, got.Header.Get(VersionHeader))
 			}
 		})
