@@ -16,7 +16,9 @@ import (
 // release, a teardown while the agent is away is journaled and replayed
 // by the agent that comes back, and a sandbox added by one release's
 // capo-ipam and torn down by the other's (the host's binary replaced in
-// between) is reserved from its ADD record.
+// between) is reserved from its ADD record. And a reservation written by
+// either release's agent is read by the other's, which gives the address
+// back to the returning pod (an upgrade, then a rollback).
 func TestWireSkewBetweenReleases(t *testing.T) {
 	prev, err := testbed.BuildPrevious(t.Logf)
 	if err != nil {
@@ -46,6 +48,27 @@ func TestWireSkewBetweenReleases(t *testing.T) {
 				t.Fatalf("the agent is not %s's", testbed.PreviousRelease)
 			}
 		})
+	})
+	t.Run("reservations written by one release, returned by the other", func(t *testing.T) {
+		env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true, NoAgent: true})
+		b := &returnBed{t: t, env: env, conflist: env.Conflist(testbed.Capo)}
+		kafka := testbed.StatefulPod("kafka")
+		previous := func() *testbed.Agent { return env.StartAgentWith(testbed.AgentOptions{Binary: prev.CapoAgent}) }
+		current := func() *testbed.Agent { return env.StartAgent() }
+		for i, agents := range [][2]func() *testbed.Agent{{previous, current}, {current, previous}} {
+			name := fmt.Sprintf("kafka-%d", i)
+			env.Agent = agents[0]()
+			old := b.add(name, kafka)
+			b.teardown(old)
+			env.Agent.Stop()
+			env.Agent = agents[1]() // an upgrade, then a rollback
+			back := b.comeBack(name, kafka)
+			if !same(back.IPs, old.IPs) {
+				t.Fatalf("%s came back with %v, want its own %v, held by the other release", name, back.IPs, old.IPs)
+			}
+			b.held(old.IPs, false)
+			env.Agent.Stop()
+		}
 	})
 }
 
