@@ -49,8 +49,8 @@ func PreviousSource(logf func(string, ...any)) (string, error) {
 		if err := os.MkdirAll(tmp, 0o755); err != nil {
 			return err
 		}
-		if out, err := exec.Command("git", "-C", root, "cat-file", "-e", PreviousCommit+"^{commit}").CombinedOutput(); err != nil {
-			return fmt.Errorf("the previous release's commit %s is not in this clone (a shallow checkout? git fetch --unshallow): %v %s", PreviousCommit, err, out)
+		if err := havePrevious(root, logf); err != nil {
+			return err
 		}
 		cmd := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, PreviousCommit, tmp)
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -59,6 +59,23 @@ func PreviousSource(logf func(string, ...any)) (string, error) {
 		return nil
 	})
 	return src, err
+}
+
+// havePrevious makes sure the clone has the previous release's commit: a
+// shallow CI checkout fetches it from origin.
+func havePrevious(root string, logf func(string, ...any)) error {
+	has := func() bool {
+		return exec.Command("git", "-C", root, "cat-file", "-e", PreviousCommit+"^{commit}").Run() == nil
+	}
+	if has() {
+		return nil
+	}
+	logf("testbed: fetching %s's commit %s from origin", PreviousRelease, PreviousCommit)
+	out, err := exec.Command("git", "-C", root, "fetch", "--quiet", "origin", PreviousCommit).CombinedOutput()
+	if err != nil || !has() {
+		return fmt.Errorf("the previous release's commit %s is not in this clone and could not be fetched (%v %s): git fetch --unshallow", PreviousCommit, err, out)
+	}
+	return nil
 }
 
 // BuildPrevious builds the previous release's capo-ipam, capo-ipam-kube,
