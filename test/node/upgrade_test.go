@@ -56,6 +56,9 @@ func TestUpgradeAndRollback(t *testing.T) {
 
 	// Under the previous release.
 	u.holdAndReturn(t, "zk-0", "kafka-0")
+	if recs, err := nodebed.StateDir.AddrRecords(); err != nil || len(recs) < 7 {
+		t.Fatalf("%d ADD records written by %s's capo-ipam, want one per pod (%v)", len(recs), testbed.PreviousRelease, err)
+	}
 
 	t.Run("helm upgrade", func(t *testing.T) {
 		u.switchTo(t, previous, upgraded, func() error { return bed.ImportCapoTag(upTag) }, upTag)
