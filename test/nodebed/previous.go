@@ -82,9 +82,11 @@ func RenderPrevious(logf func(string, ...any), tag string) ([]byte, error) {
 	return deploy.RenderChart(c, Release, Namespace, ChartValues(tag))
 }
 
-// RenderCurrent renders this checkout's chart for capo's image under tag.
+// RenderCurrent renders this checkout's chart for capo's image under tag,
+// with what `helm upgrade` reads from this API server's discovery and the
+// chart asks for: ValidatingAdmissionPolicy v1 is served.
 func RenderCurrent(tag string) ([]byte, error) {
-	return deploy.Render(Release, Namespace, ChartValues(tag))
+	return deploy.Render(Release, Namespace, ChartValues(tag), "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
 }
 
 // SwitchRelease goes from one rendered release to another as `helm
