@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,6 +62,29 @@ func PreviousSource(logf func(string, ...any)) (string, error) {
 	return src, err
 }
 
+// ErrPreviousMissing is returned when the clone does not have the previous
+// release's commit and cannot fetch it (a shallow copy with no origin):
+// the tests across releases then say so and skip, as they cannot build it.
+var ErrPreviousMissing = errors.New("the previous release's commit is not in this clone")
+
+type skipper interface {
+	Helper()
+	Skipf(format string, args ...any)
+	Fatal(args ...any)
+}
+
+// SkipWithoutPrevious skips t when err is ErrPreviousMissing, else fails it
+// on err.
+func SkipWithoutPrevious(t skipper, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, ErrPreviousMissing):
+		t.Skipf("cannot build the previous release here: %v", err)
+	case err != nil:
+		t.Fatal(err)
+	}
+}
+
 // havePrevious makes sure the clone has the previous release's commit: a
 // shallow CI checkout fetches it from origin.
 func havePrevious(root string, logf func(string, ...any)) error {
@@ -73,7 +97,7 @@ func havePrevious(root string, logf func(string, ...any)) error {
 	logf("testbed: fetching %s's commit %s from origin", PreviousRelease, PreviousCommit)
 	out, err := exec.Command("git", "-C", root, "fetch", "--quiet", "origin", PreviousCommit).CombinedOutput()
 	if err != nil || !has() {
-		return fmt.Errorf("the previous release's commit %s is not in this clone and could not be fetched (%v %s): git fetch --unshallow", PreviousCommit, err, out)
+		return fmt.Errorf("%w: %s could not be fetched (%v %s); run git fetch --unshallow", ErrPreviousMissing, PreviousCommit, err, out)
 	}
 	return nil
 }
