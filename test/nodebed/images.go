@@ -30,8 +30,8 @@ var CapoTags = []string{"1", "2"}
 // images are the bed's images once built.
 type images struct {
 	sleeper, echo, capo v1.ImageIndex
-	err           error
-	done          chan struct{}
+	err                 error
+	done                chan struct{}
 }
 
 // buildImages builds, in the background, the sleeper (the sandbox's pause
