@@ -106,9 +106,10 @@ func TestTrafficFollowsTheReturnedAddress(t *testing.T) {
 			tc.away(t, old)
 			heldOrReturned(t, cidr, old, returns)
 			now := back(t, ns, old, tc.sameUID)
-			if err := bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now); err != nil {
-				t.Fatal(err)
-			}
+			// The reservation ends after the new sandbox has the address.
+			nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
+				return bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now)
+			})
 			answered(t, ns, probe.Name, now, start)
 			reaches(t, ns, idle.Name, now, cidr)
 			onlyMember(t, ns, probe.Name, old.Name)

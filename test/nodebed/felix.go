@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -57,7 +58,7 @@ func (b *Bed) prepareFelix(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tunnel, err := b.allocateTunnelAddr(ctx)
+	tunnel, err := b.allocateTunnelAddrFor(ctx, b.NodeName)
 	if err != nil {
 		return err
 	}
@@ -66,12 +67,16 @@ func (b *Bed) prepareFelix(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return Poll(ctx, 10*time.Second, func() error {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"projectcalico.org/IPv4Address":%q,"projectcalico.org/IPv4VXLANTunnelAddr":%q}}}`,
-			fmt.Sprintf("%s/%d", b.NodeIP, prefix), tunnel.String())
-		_, err := b.Kube.CoreV1().Nodes().Patch(ctx, b.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		return err
-	})
+	return b.annotateAddresses(ctx, b.NodeName, b.NodeIP, prefix, tunnel)
+}
+
+// annotateAddresses writes what calico-node writes on its Node: the node's
+// address (felix's VXLAN parent) and its VXLAN tunnel address.
+func (b *Bed) annotateAddresses(ctx context.Context, node string, ip net.IP, prefix int, tunnel net.IP) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"projectcalico.org/IPv4Address":"%s/%d","projectcalico.org/IPv4VXLANTunnelAddr":%q}}}`,
+		ip, prefix, tunnel.String())
+	_, err := b.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 func (b *Bed) createTunnelPool(ctx context.Context) error {
@@ -90,24 +95,24 @@ func (b *Bed) createTunnelPool(ctx context.Context) error {
 	return nil
 }
 
-// allocateTunnelAddr takes an address from the tunnel pool under the
+// allocateTunnelAddrFor takes an address for node from the tunnel pool under the
 // handle and attributes calico-node's allocateip uses for VXLAN.
-func (b *Bed) allocateTunnelAddr(ctx context.Context) (net.IP, error) {
+func (b *Bed) allocateTunnelAddrFor(ctx context.Context, node string) (net.IP, error) {
 	_, pool, err := cnet.ParseCIDR(TunnelPool)
 	if err != nil {
 		return nil, err
 	}
-	handle := "vxlan-tunnel-addr-" + b.NodeName
+	handle := "vxlan-tunnel-addr-" + node
 	v4, _, err := b.Calico.IPAM().AutoAssign(ctx, ipam.AutoAssignArgs{
-		Num4: 1, HandleID: &handle, Hostname: b.NodeName, IPv4Pools: []cnet.IPNet{*pool},
-		Attrs:       map[string]string{ipam.AttributeNode: b.NodeName, ipam.AttributeType: ipam.AttributeTypeVXLAN},
+		Num4: 1, HandleID: &handle, Hostname: node, IPv4Pools: []cnet.IPNet{*pool},
+		Attrs:       map[string]string{ipam.AttributeNode: node, ipam.AttributeType: ipam.AttributeTypeVXLAN},
 		IntendedUse: apiv3.IPPoolAllowedUseTunnel,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("allocating %s's VXLAN tunnel address: %w", b.NodeName, err)
+		return nil, fmt.Errorf("allocating %s's VXLAN tunnel address: %w", node, err)
 	}
 	if v4 == nil || len(v4.IPs) != 1 {
-		return nil, fmt.Errorf("allocating %s's VXLAN tunnel address: got %v", b.NodeName, v4)
+		return nil, fmt.Errorf("allocating %s's VXLAN tunnel address: got %v", node, v4)
 	}
 	return v4.IPs[0].IP, nil
 }
@@ -117,6 +122,13 @@ func (b *Bed) allocateTunnelAddr(ctx context.Context) (net.IP, error) {
 // with 129 to restart itself when its config or the pools' encapsulation
 // changes; calico-node's runit restarts it, here a shell loop does.
 func (b *Bed) startFelix() error {
+	// Felix programs its ipsets and clears conntrack entries through
+	// these tools.
+	for _, tool := range []string{"ipset", "conntrack"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("felix needs %s (apt-get install ipset conntrack)", tool)
+		}
+	}
 	health, err := freePort(net.IPv4(127, 0, 0, 1))
 	if err != nil {
 		return err
@@ -128,7 +140,7 @@ func (b *Bed) startFelix() error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	argv := append([]string{"env", "-i"}, b.felixEnv(dir, health)...)
+	argv := append([]string{"env", "-i"}, b.felixEnvFor(b.NodeName, dir, health)...)
 	argv = append(argv, "sh", "-c", `while :; do "$0" "$@"; rc=$?; [ $rc = 129 ] || exit $rc; echo "felix exited 129: restarting"; done`,
 		b.Felix, "-c", filepath.Join(dir, "felix.cfg"))
 	p, err := b.Spawn("felix", b.logPath("felix"), argv...)
@@ -144,18 +156,19 @@ func (b *Bed) startFelix() error {
 // default DROP would cut pods off the API server on the node's address.
 // DebugSkipCTLBCleanup: with BPF off felix still cleans up the BPF
 // connect-time load balancer at start, which panics in a build without cgo.
-func (b *Bed) felixEnv(dir string, health int) []string {
+func (b *Bed) felixEnvFor(node, dir string, health int) []string {
 	return []string{
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 		"KUBECONFIG=" + b.kubeconfig,
 		"FELIX_DATASTORETYPE=kubernetes",
-		"FELIX_FELIXHOSTNAME=" + b.NodeName,
+		"FELIX_FELIXHOSTNAME=" + node,
 		"FELIX_INTERFACEPREFIX=" + InterfacePrefix,
 		"FELIX_DEFAULTENDPOINTTOHOSTACTION=ACCEPT",
 		"FELIX_IPV6SUPPORT=false",
 		"FELIX_USAGEREPORTINGENABLED=false",
 		"FELIX_LOGFILEPATH=none",
 		"FELIX_LOGSEVERITYSCREEN=Info",
+		"FELIX_LOGSEVERITYSYS=none", // no syslog here
 		"FELIX_XDPENABLED=false",
 		"FELIX_IPTABLESBACKEND=" + iptablesBackend(),
 		"FELIX_DebugSkipCTLBCleanup=true",

@@ -184,6 +184,25 @@ func restoreIPForward() error {
 	return os.WriteFile(ipForward, v, 0o644)
 }
 
+// FelixLeftovers lists what felix left in the machine's network namespace
+// that the sweep should have removed; empty after a clean stop.
+func FelixLeftovers() []string {
+	var left []string
+	if exists("/sys/class/net/vxlan.calico") {
+		left = append(left, "the vxlan.calico device")
+	}
+	if out, err := exec.Command("ip", "route", "show", "root", felixSweptRoutes).Output(); err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		left = append(left, fmt.Sprintf("routes in %s: %q (%v)", felixSweptRoutes, out, err))
+	}
+	if out, err := exec.Command("iptables-" + iptablesBackend() + "-save").Output(); err != nil || strings.Contains(string(out), "cali") {
+		left = append(left, fmt.Sprintf("felix's iptables rules or chains (%v)", err))
+	}
+	if out, err := exec.Command("ipset", "list", "-n").Output(); err == nil && strings.Contains(string(out), "cali") {
+		left = append(left, "ipsets "+strings.Join(strings.Fields(string(out)), " "))
+	}
+	return left
+}
+
 func run(name string, args ...string) error {
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)

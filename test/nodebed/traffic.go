@@ -24,6 +24,7 @@ const EchoPort = 8080
 type Echo struct {
 	AllocMiB int
 	AllocOn  string
+	Node     string // the node its pods run on; any when empty
 }
 
 // EchoStatefulSet creates a StatefulSet of echo servers: each answers a
@@ -43,6 +44,9 @@ func (b *Bed) EchoStatefulSet(t testing.TB, ns, name string, replicas int32, e E
 				corev1.ResourceMemory: resource.MustParse("16Mi"), corev1.ResourceCPU: resource.MustParse("1m"),
 			}},
 		}},
+	}
+	if e.Node != "" {
+		spec.NodeSelector = map[string]string{"kubernetes.io/hostname": e.Node}
 	}
 	set := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -64,6 +68,12 @@ func (b *Bed) EchoStatefulSet(t testing.TB, ns, name string, replicas int32, e E
 // logs each outcome (ProbeLog reads them); without, it idles for Dial.
 func (b *Bed) EchoClient(t testing.TB, ns, name, target string) *corev1.Pod {
 	t.Helper()
+	return b.EchoClientOn(t, ns, name, "", target)
+}
+
+// EchoClientOn is EchoClient on the named node.
+func (b *Bed) EchoClientOn(t testing.TB, ns, name, node, target string) *corev1.Pod {
+	t.Helper()
 	grace := int64(1)
 	var args []string
 	if target != "" {
@@ -72,6 +82,7 @@ func (b *Bed) EchoClient(t testing.TB, ns, name, target string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"role": "client"}},
 		Spec: corev1.PodSpec{
+			NodeName:                      node,
 			TerminationGracePeriodSeconds: &grace,
 			PriorityClassName:             HighPriority,
 			Containers: []corev1.Container{{
