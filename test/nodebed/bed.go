@@ -187,6 +187,9 @@ func sweepEarlierRun(nb *testbed.NodeBinaries, logf func(string, ...any)) error 
 	if err := cleanupProxy(nb.Proxy); err != nil {
 		errs = append(errs, err)
 	}
+	if err := sweepNode2(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := sweepFelix(logf); err != nil {
 		errs = append(errs, err)
 	}

@@ -49,15 +49,19 @@ func iptablesBackend() string {
 	return "legacy"
 }
 
-// felixPids are the bed's felix and its restart loop, known by the
-// config file path they were given.
+// felixPids are the bed's felixes (and the first's restart loop), known
+// by the config file paths they were given.
 func felixPids() []int {
-	cfg := filepath.Join(Root, "felix", "felix.cfg")
+	cfgs := []string{filepath.Join(Root, "felix", "felix.cfg"), filepath.Join(node2Dir, "felix", "felix.cfg")}
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), cfg) {
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if !slices.Contains(args, cfgs[0]) && !slices.Contains(args, cfgs[1]) {
 			continue
 		}
 		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() {
