@@ -120,14 +120,7 @@ func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	ctx := context.Background()
 	n2 := bed.StartNode2(t)
 	n2.WaitAgent(t)
-	reloads := agentMetric(t, "capo_config_reloads_total")
-	setConfig(t, `returnAddress: "sameNode"`, `returnAddress: "anyNode"`)
-	nodebed.Eventually(t, 30*time.Second, "the agents to reload their config", func() error {
-		if agentMetric(t, "capo_config_reloads_total") <= reloads {
-			return fmt.Errorf("no reload yet")
-		}
-		return nil
-	})
+	anyNode(t)
 	pool, cidr := bed.NewPool(t, 25) // two blocks of 64: one per node
 	ns := bed.Namespace(t, "any-node", pool, true)
 	bed.OptIn(t)
@@ -184,4 +177,19 @@ func uncordon(t *testing.T, node string) {
 	if _, err := bed.Kubectl(context.Background(), "uncordon", node); err != nil {
 		t.Error(err)
 	}
+}
+
+// anyNode sets returnAddress: anyNode in capo's ConfigMap until the test
+// ends, and waits until the first node's agent has reloaded it (the agents
+// watch the ConfigMap).
+func anyNode(t *testing.T) {
+	t.Helper()
+	reloads := agentMetric(t, "capo_config_reloads_total")
+	setConfig(t, `returnAddress: "sameNode"`, `returnAddress: "anyNode"`)
+	nodebed.Eventually(t, 30*time.Second, "the agents to reload their config", func() error {
+		if agentMetric(t, "capo_config_reloads_total") <= reloads {
+			return fmt.Errorf("no reload yet")
+		}
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ type Node2 struct {
 
 	b                                         *Bed
 	holder, containerd, kubelet, proxy, felix *testbed.Process
+	dead                                      bool
 }
 
 // StartNode2 brings a second node up and joins it, for the test: it is
@@ -414,6 +416,9 @@ func (n *Node2) OptIn(t testing.TB) {
 	n.b.annotateNodeNamed(t, n.Name, selection.Enabled)
 	Eventually(t, 60*time.Second, "the agent on "+n.Name+" to install capo-ipam on opt-in", capoIn(true))
 	t.Cleanup(func() {
+		if n.dead {
+			return // nothing runs there to opt out
+		}
 		n.b.annotateNodeNamed(t, n.Name, "")
 		Eventually(t, 30*time.Second, "Calico's own chain back on "+n.Name, capoIn(false))
 	})
@@ -466,3 +471,17 @@ func HostRoute(ip string) (string, error) {
 
 // Netns is the node's network namespace.
 func (n *Node2) Netns() string { return node2Netns }
+
+// Die stops the node as a machine that loses power: its kubelet,
+// containerd, kube-proxy and felix end and its pods' processes are killed,
+// no CNI DEL runs, and the pair to the first node goes down.
+func (n *Node2) Die() error {
+	n.dead = true
+	for _, p := range []*testbed.Process{n.kubelet, n.containerd, n.proxy, n.felix} {
+		if p != nil {
+			_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+		}
+	}
+	killPids(append(cgroupPids(node2CgroupRoot), socketShimPids(node2Socket)...), "process of "+n.Name, func(string, ...any) {})
+	return run("ip", "link", "set", node2HostLink, "down")
+}
