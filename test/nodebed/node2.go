@@ -1,29 +1,20 @@
 package nodebed
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/capo-net/capo/build/image"
-	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -193,103 +184,6 @@ func (n *Node2) spawn(name string, argv ...string) (*testbed.Process, error) {
 	return n.b.Spawn(name, n.b.logPath(name), append([]string{"nsenter", "--mount=" + mnt, "--net=" + netnsDir + "/" + node2Netns, "--"}, argv...)...)
 }
 
-func (n *Node2) startContainerd(ctx context.Context) error {
-	cfg := filepath.Join(node2Dir, "containerd.toml")
-	body := fmt.Sprintf(containerdConfig, node2Dir, node2State, node2Socket, PauseImage, CNIBinDir, CNIConfDir)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		return err
-	}
-	p, err := n.spawn("node2-containerd", "env", "FELIX_INTERFACEPREFIX="+InterfacePrefix, "containerd", "--config", cfg)
-	if err != nil {
-		return err
-	}
-	n.containerd = p
-	if err := waitSocket(p, node2Socket, n.b.logPath("node2-containerd")); err != nil {
-		return err
-	}
-	im := n.b.images
-	for ref, idx := range map[string]v1.ImageIndex{PauseImage: im.sleeper, SleeperImage: im.sleeper, EchoImage: im.echo, CapoRepository + ":" + CapoTags[0]: im.capo} {
-		archive := filepath.Join(n.b.ImagesDir, "node2-"+strings.NewReplacer("/", "-", ":", "-").Replace(ref)+".tar")
-		if err := image.WriteArchive(archive, ref, idx, runtime.GOARCH); err != nil {
-			return fmt.Errorf("image %s: %w", ref, err)
-		}
-		if err := importImage(node2Socket, archive); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (n *Node2) startKubelet(ctx context.Context) error {
-	if err := makeCgroupRootAt(node2CgroupRoot); err != nil {
-		return err
-	}
-	cfg := filepath.Join(node2Dir, "kubelet.yaml")
-	body := fmt.Sprintf(kubeletConfig, node2CgroupRoot, node2Socket, 10250, 10248, NoPressure)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		return err
-	}
-	p, err := n.spawn("node2-kubelet", n.b.Node.Kubelet,
-		"--config="+cfg, "--kubeconfig="+n.b.kubeconfig, "--root-dir="+filepath.Join(node2Dir, "kubelet"),
-		"--hostname-override="+n.Name, "--node-ip="+n.IP.String(), "--v=2")
-	if err != nil {
-		return err
-	}
-	n.kubelet = p
-	return nil
-}
-
-func (n *Node2) startProxy(ctx context.Context) error {
-	p, err := n.spawn("node2-kube-proxy", n.b.Node.Proxy,
-		"--kubeconfig="+n.b.kubeconfig, "--hostname-override="+n.Name, "--proxy-mode=iptables",
-		"--cluster-cidr="+PodCIDR, "--conntrack-max-per-core=0",
-		"--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
-		"--iptables-localhost-nodeports=false", "--metrics-bind-address=127.0.0.1:10249",
-		"--healthz-bind-address=127.0.0.1:10256", "--v=1")
-	if err != nil {
-		return err
-	}
-	n.proxy = p
-	return nil
-}
-
-// startFelix runs the node's felix once its Node exists: its address and
-// tunnel address as the first node's, from the same pools.
-func (n *Node2) startFelix(ctx context.Context) error {
-	err := Poll(ctx, 60*time.Second, func() error {
-		_, err := n.b.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%w (kubelet log: %s)", err, n.b.logPath("node2-kubelet"))
-	}
-	tunnel, err := n.b.allocateTunnelAddrFor(ctx, n.Name)
-	if err != nil {
-		return err
-	}
-	if err := n.b.annotateAddresses(ctx, n.Name, n.IP, 30, tunnel); err != nil {
-		return err
-	}
-	dir := filepath.Join(node2Dir, "felix")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	env := n.b.felixEnvFor(n.Name, dir, 9099)
-	argv := append([]string{"env", "-i"}, env...)
-	argv = append(argv, n.b.Felix, "-c", filepath.Join(dir, "felix.cfg"))
-	p, err := n.spawn("node2-felix", argv...)
-	if err != nil {
-		return err
-	}
-	n.felix = p
-	return Poll(ctx, 90*time.Second, func() error {
-		if p.Exited() {
-			return fmt.Errorf("felix on %s exited (log: %s)", n.Name, n.b.logPath("node2-felix"))
-		}
-		return run("ip", "-n", node2Netns, "link", "show", "vxlan.calico")
-	})
-}
-
 // stop ends the node's processes, its pods, its namespace and its Node.
 func (n *Node2) stop() error {
 	for _, p := range []*testbed.Process{n.kubelet, n.felix, n.proxy, n.containerd} {
@@ -326,151 +220,6 @@ func sweepNode2() error {
 	errs = append(errs, os.RemoveAll(node2Dir), os.RemoveAll(node2State))
 	return errors.Join(errs...)
 }
-
-// setNodeAddress annotates node's address (its VXLAN parent for felix);
-// prefix 0 means the prefix of the machine's interface holding ip.
-func (b *Bed) setNodeAddress(ctx context.Context, node string, ip net.IP, prefix int) error {
-	if prefix == 0 {
-		var err error
-		if prefix, err = hostPrefix(ip); err != nil {
-			return err
-		}
-	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{"projectcalico.org/IPv4Address":"%s/%d"}}}`, ip, prefix)
-	_, err := b.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
-}
-
-// waitSchedulable waits until node is Ready and untainted.
-func (b *Bed) waitSchedulable(ctx context.Context, node string) error {
-	return Poll(ctx, 120*time.Second, func() error {
-		nd, err := b.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !nodeReady(nd) {
-			return fmt.Errorf("node %s not Ready", node)
-		}
-		for _, t := range nd.Spec.Taints {
-			if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-				return fmt.Errorf("node %s still tainted %s", node, t.Key)
-			}
-		}
-		return nil
-	})
-}
-
-func waitSocket(p *testbed.Process, socket, log string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.Dial("unix", socket); err == nil {
-			c.Close()
-			return nil
-		}
-		if p.Exited() || time.Now().After(deadline) {
-			return fmt.Errorf("containerd did not come up (log: %s)", log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func importImage(socket, archive string) error {
-	f, err := os.Open(archive)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	cmd := exec.Command("ctr", "--address", socket, "--namespace=k8s.io", "images", "import", "--all-platforms", "--digests", "-")
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ctr images import %s: %w\n%s", archive, err, out)
-	}
-	return nil
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// conflist is the node's Calico conflist, as its runtime reads it.
-func (n *Node2) conflist() ([]byte, error) {
-	return os.ReadFile(filepath.Join(node2Paths()["/etc/cni"], "net.d", filepath.Base(Conflist)))
-}
-
-// OptIn annotates this node alone and waits until its agent has put
-// capo-ipam into its chain; after t it opts out and waits for Calico's.
-func (n *Node2) OptIn(t testing.TB) {
-	t.Helper()
-	capoIn := func(want bool) func() error {
-		return func() error {
-			list, err := n.conflist()
-			if err == nil && bytes.Contains(list, []byte(`"capo-ipam"`)) != want {
-				err = fmt.Errorf("%s's conflist has capo-ipam: %v, want %v", n.Name, !want, want)
-			}
-			return err
-		}
-	}
-	n.b.annotateNodeNamed(t, n.Name, selection.Enabled)
-	Eventually(t, 60*time.Second, "the agent on "+n.Name+" to install capo-ipam on opt-in", capoIn(true))
-	t.Cleanup(func() {
-		if n.dead {
-			return // nothing runs there to opt out
-		}
-		n.b.annotateNodeNamed(t, n.Name, "")
-		Eventually(t, 30*time.Second, "Calico's own chain back on "+n.Name, capoIn(false))
-	})
-}
-
-// WaitAgent waits until the chart's DaemonSet runs a ready agent here.
-func (n *Node2) WaitAgent(t testing.TB) {
-	t.Helper()
-	Eventually(t, 2*time.Minute, "capo's agent ready on "+n.Name, func() error {
-		pods, err := n.b.Kube.CoreV1().Pods(Namespace).List(context.Background(), metav1.ListOptions{
-			LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + n.Name,
-		})
-		if err != nil {
-			return err
-		}
-		for _, p := range pods.Items {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		return fmt.Errorf("%d agent pods on %s, none ready", len(pods.Items), n.Name)
-	})
-}
-
-// RoutedOverVXLAN checks that the route to ip from netns ("" for the
-// machine's, the first node's) leaves by felix's vxlan.calico: the address
-// lives on the other node.
-func RoutedOverVXLAN(netns, ip string) error {
-	args := []string{"route", "get", ip}
-	if netns != "" {
-		args = append([]string{"-n", netns}, args...)
-	}
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	if !strings.Contains(string(out), "dev vxlan.calico") {
-		return fmt.Errorf("the route to %s (netns %q) is %s, want one by vxlan.calico", ip, netns, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// HostRoute is the first node's route to exactly ip/32, empty when none.
-func HostRoute(ip string) (string, error) {
-	out, err := exec.Command("ip", "route", "show", "exact", ip+"/32").CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-// Netns is the node's network namespace.
-func (n *Node2) Netns() string { return node2Netns }
 
 // Die stops the node as a machine that loses power: its kubelet,
 // containerd, kube-proxy and felix end and its pods' processes are killed,
