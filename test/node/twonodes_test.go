@@ -14,7 +14,9 @@ import (
 )
 
 // A second node (its own network namespace, containerd, kubelet,
-// kube-proxy and felix) joins the first over VXLAN. The chart's DaemonSet
+// kube-proxy and felix) joins the first over VXLAN (or, in the bed's
+// unencapsulated configuration, by felix's routes via the other node's
+// address). The chart's DaemonSet
 // runs on both. Pods reach each other across the nodes with Calico's own
 // chain on both, and with the second node alone opted in; there, a
 // StatefulSet member deleted comes back with its address and a client on
@@ -39,7 +41,7 @@ func TestTrafficAcrossNodes(t *testing.T) {
 			t.Fatalf("%s runs on %s, want %s", s.Name, s.Spec.NodeName, node)
 		}
 	}
-	crossesVXLAN(t, n2, servers[n2.Name], servers[bed.NodeName])
+	crossesNodes(t, n2, servers[n2.Name], servers[bed.NodeName])
 	for _, c := range clients {
 		for _, s := range servers {
 			reaches(t, ns, c.Name, s, cidr)
@@ -70,15 +72,16 @@ func TestTrafficAcrossNodes(t *testing.T) {
 	onlyMember(t, ns, probe.Name, old.Name)
 }
 
-// crossesVXLAN checks that each node routes the other's pod by
-// vxlan.calico: felix's routes, so a client that reaches it went across.
-func crossesVXLAN(t *testing.T, n2 *nodebed.Node2, onNode2, onNode1 *corev1.Pod) {
+// crossesNodes checks that each node routes the other's pod by felix's
+// route to the other node (vxlan.calico, or via the other node's address
+// unencapsulated), so a client that reaches it went across.
+func crossesNodes(t *testing.T, n2 *nodebed.Node2, onNode2, onNode1 *corev1.Pod) {
 	t.Helper()
 	nodebed.Eventually(t, 30*time.Second, "felix's routes across the nodes", func() error {
-		if err := nodebed.RoutedOverVXLAN("", onNode2.Status.PodIP); err != nil {
+		if err := nodebed.RoutedAcross("", onNode2.Status.PodIP); err != nil {
 			return err
 		}
-		return nodebed.RoutedOverVXLAN(n2.Netns(), onNode1.Status.PodIP)
+		return nodebed.RoutedAcross(n2.Netns(), onNode1.Status.PodIP)
 	})
 }
 
@@ -114,7 +117,8 @@ func heldAnywhere(t *testing.T, cidr *net.IPNet, old *corev1.Pod) {
 // returnAddress anyNode: a StatefulSet member moved from the first node to
 // the second takes its address along. The address is then borrowed (its
 // block is the first node's); the first node's felix routes it to the
-// second by a /32 over VXLAN, which beats its own block's blackhole, and
+// second by a /32 (over VXLAN, or via the second node's address
+// unencapsulated), which beats its own block's blackhole, and
 // clients on both nodes reach the member there, and only it, throughout.
 func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	ctx := context.Background()
@@ -150,9 +154,9 @@ func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
 		return bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now)
 	})
-	nodebed.Eventually(t, 30*time.Second, "the first node's /32 to the borrowed address over VXLAN", func() error {
+	nodebed.Eventually(t, 30*time.Second, "the first node's /32 to the borrowed address, to the second node", func() error {
 		r, err := nodebed.HostRoute(now.Status.PodIP)
-		if err == nil && !strings.Contains(r, "dev vxlan.calico") {
+		if err == nil && !strings.Contains(r, nodebed.AcrossRoute(true)) {
 			err = fmt.Errorf("the first node's route to %s/32 is %q", now.Status.PodIP, r)
 		}
 		return err

@@ -39,7 +39,7 @@ func (b *Bed) createPool(ctx context.Context, name, cidr string, mode apiv3.Assi
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: apiv3.IPPoolSpec{
 			CIDR: cidr, BlockSize: max(ones, 26), AssignmentMode: &mode,
-			IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeAlways, NodeSelector: "all()",
+			IPIPMode: apiv3.IPIPModeNever, VXLANMode: vxlanMode(), NodeSelector: "all()",
 			AllowedUses: []apiv3.IPPoolAllowedUse{apiv3.IPPoolAllowedUseWorkload},
 		},
 	}
@@ -147,4 +147,12 @@ func (b *Bed) DeleteReservations(t testing.TB, names []string) {
 			t.Errorf("deleting IPReservation %s: %v", n, err)
 		}
 	}
+}
+
+// vxlanMode is the pools' VXLAN mode in the bed's configuration.
+func vxlanMode() apiv3.VXLANMode {
+	if Unencapsulated {
+		return apiv3.VXLANModeNever
+	}
+	return apiv3.VXLANModeAlways
 }

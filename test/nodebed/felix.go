@@ -36,6 +36,13 @@ const (
 	InterfacePrefix = "calr"
 )
 
+// Unencapsulated is the bed's second dataplane configuration, chosen by
+// CAPO_NODE_DATAPLANE=unencapsulated: every pool without VXLAN or IPIP,
+// no tunnel addresses, and felix programming the routes between nodes
+// (programClusterRoutes), the closest this kernel gets to BGP's result.
+// Felix starts that route manager only when no pool at all uses VXLAN.
+var Unencapsulated = os.Getenv("CAPO_NODE_DATAPLANE") == "unencapsulated"
+
 // BuildFelix builds felix from the pinned Calico module (test/tools/calico),
 // without cgo, into the test bed's cache.
 func BuildFelix(root string, logf func(string, ...any)) (string, error) {
@@ -46,7 +53,11 @@ func BuildFelix(root string, logf func(string, ...any)) (string, error) {
 // starts: the node's address and VXLAN tunnel address as annotations on
 // the Node, the tunnel address allocated as calico-node's allocateip does.
 func (b *Bed) prepareFelix(ctx context.Context) error {
-	if err := b.createTunnelPool(ctx); err != nil {
+	if Unencapsulated {
+		if err := b.enableClusterRoutes(ctx); err != nil {
+			return err
+		}
+	} else if err := b.createTunnelPool(ctx); err != nil {
 		return err
 	}
 	// Calico's IPAM reads the Node (its labels decide which pools apply):
@@ -75,6 +86,9 @@ func (b *Bed) prepareFelix(ctx context.Context) error {
 func (b *Bed) annotateAddresses(ctx context.Context, node string, ip net.IP, prefix int, tunnel net.IP) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"projectcalico.org/IPv4Address":"%s/%d","projectcalico.org/IPv4VXLANTunnelAddr":%q}}}`,
 		ip, prefix, tunnel.String())
+	if tunnel == nil {
+		patch = fmt.Sprintf(`{"metadata":{"annotations":{"projectcalico.org/IPv4Address":"%s/%d"}}}`, ip, prefix)
+	}
 	_, err := b.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
 }
@@ -98,6 +112,9 @@ func (b *Bed) createTunnelPool(ctx context.Context) error {
 // allocateTunnelAddrFor takes an address for node from the tunnel pool under the
 // handle and attributes calico-node's allocateip uses for VXLAN.
 func (b *Bed) allocateTunnelAddrFor(ctx context.Context, node string) (net.IP, error) {
+	if Unencapsulated {
+		return nil, nil // no tunnel
+	}
 	_, pool, err := cnet.ParseCIDR(TunnelPool)
 	if err != nil {
 		return nil, err
@@ -176,6 +193,7 @@ func (b *Bed) felixEnvFor(node, dir string, health int) []string {
 		"FELIX_HEALTHENABLED=true",
 		"FELIX_HEALTHHOST=127.0.0.1",
 		"FELIX_HEALTHPORT=" + strconv.Itoa(health),
+		"FELIX_PROGRAMCLUSTERROUTES=" + map[bool]string{true: "Enabled", false: "Disabled"}[Unencapsulated],
 	}
 }
 
@@ -192,4 +210,18 @@ func hostPrefix(ip net.IP) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no interface holds %s", ip)
+}
+
+// enableClusterRoutes writes programClusterRoutes into the default
+// FelixConfiguration, where felix and capo (deciding whether Calico would
+// route a borrowed address) read it, before any felix starts.
+func (b *Bed) enableClusterRoutes(ctx context.Context) error {
+	enabled := "Enabled"
+	fc := apiv3.NewFelixConfiguration()
+	fc.Name = "default"
+	fc.Spec.ProgramClusterRoutes = &enabled
+	if _, err := b.Calico.FelixConfigurations().Create(ctx, fc, options.SetOptions{}); err != nil {
+		return fmt.Errorf("FelixConfiguration default: %w", err)
+	}
+	return nil
 }

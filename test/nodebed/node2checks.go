@@ -110,10 +110,10 @@ func (n *Node2) WaitAgent(t testing.TB) {
 	})
 }
 
-// RoutedOverVXLAN checks that the route to ip from netns ("" for the
-// machine's, the first node's) leaves by felix's vxlan.calico: the address
-// lives on the other node.
-func RoutedOverVXLAN(netns, ip string) error {
+// RoutedAcross checks that the route to ip from netns ("" for the
+// machine's, the first node's) is felix's to the other node: by
+// vxlan.calico, or unencapsulated via the other node's address.
+func RoutedAcross(netns, ip string) error {
 	args := []string{"route", "get", ip}
 	if netns != "" {
 		args = append([]string{"-n", netns}, args...)
@@ -122,10 +122,23 @@ func RoutedOverVXLAN(netns, ip string) error {
 	if err != nil {
 		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 	}
-	if !strings.Contains(string(out), "dev vxlan.calico") {
-		return fmt.Errorf("the route to %s (netns %q) is %s, want one by vxlan.calico", ip, netns, strings.TrimSpace(string(out)))
+	if want := AcrossRoute(netns == ""); !strings.Contains(string(out), want) {
+		return fmt.Errorf("the route to %s (netns %q) is %s, want %q", ip, netns, strings.TrimSpace(string(out)), want)
 	}
 	return nil
+}
+
+// AcrossRoute is what a route of felix's to the other node says: from the
+// first node (fromFirst) or from the second.
+func AcrossRoute(fromFirst bool) string {
+	switch {
+	case !Unencapsulated:
+		return "dev vxlan.calico"
+	case fromFirst:
+		return "via " + node2IP.String()
+	default:
+		return "via " + node1LinkIP.String()
+	}
 }
 
 // HostRoute is the first node's route to exactly ip/32, empty when none.

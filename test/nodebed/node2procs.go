@@ -111,6 +111,14 @@ func (n *Node2) startFelix(ctx context.Context) error {
 		if p.Exited() {
 			return fmt.Errorf("felix on %s exited (log: %s)", n.Name, n.b.logPath("node2-felix"))
 		}
+		if Unencapsulated {
+			// Felix's route to the first node's default pool block.
+			out, err := exec.Command("ip", "-n", node2Netns, "route", "show", "proto", "80").Output()
+			if err == nil && !strings.Contains(string(out), "via "+node1LinkIP.String()) {
+				err = fmt.Errorf("no route of felix's to the first node yet: %q", out)
+			}
+			return err
+		}
 		return run("ip", "-n", node2Netns, "link", "show", "vxlan.calico")
 	})
 }
