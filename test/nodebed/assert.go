@@ -41,12 +41,17 @@ func (b *Bed) OptOut(t testing.TB) { b.annotateNode(t, "") }
 
 func (b *Bed) annotateNode(t testing.TB, value string) {
 	t.Helper()
+	b.annotateNodeNamed(t, b.NodeName, value)
+}
+
+func (b *Bed) annotateNodeNamed(t testing.TB, node, value string) {
+	t.Helper()
 	var v any = value
 	if value == "" {
 		v = nil // a merge patch deletes a key set to null
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{selection.NodeAnnotation: v}}})
-	if _, err := b.Kube.CoreV1().Nodes().Patch(context.Background(), b.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := b.Kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -37,10 +37,12 @@ type Bed struct {
 	Calico         clientv3.Interface // the Kubernetes datastore
 	CalicoConflist []byte             // the conflist as Calico wrote it, before capo
 	ImagesDir      string             // the images' binaries (capo/<arch>/capo-ipam, ...)
+	Felix          string             // the felix binary
+	TunnelAddr     net.IP             // the node's VXLAN tunnel address, from TunnelPool
 
 	root, kubeconfig                                  string
 	containerd, controllerManager, scheduler, kubelet *testbed.Process
-	proxy                                             *testbed.Process
+	proxy, felix                                      *testbed.Process
 	kubeletPort, kubeletHealthz                       int
 	lock                                              *os.File
 	pools                                             int
@@ -71,6 +73,11 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 		lock.Close()
 		return nil, err
 	}
+	felix, err := BuildFelix(root, logf)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	if err := sweepEarlierRun(nb, logf); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("cleaning up after an earlier run: %w", err)
@@ -93,7 +100,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 		lock.Close()
 		return nil, err
 	}
-	b := &Bed{Bed: tb, Node: nb, NodeName: NodeName, NodeIP: ip, Calico: tb.Calico(testbed.Kubernetes), root: root, lock: lock, ImagesDir: imagesDir, images: im}
+	b := &Bed{Bed: tb, Node: nb, NodeName: NodeName, NodeIP: ip, Calico: tb.Calico(testbed.Kubernetes), root: root, lock: lock, ImagesDir: imagesDir, images: im, Felix: felix}
 	if err := b.start(ctx, im, logf); err != nil {
 		b.Stop(logf)
 		return nil, err
@@ -132,6 +139,12 @@ func (b *Bed) start(ctx context.Context, im *images, logf func(string, ...any)) 
 	if err := b.startKubelet(NoPressure); err != nil {
 		return err
 	}
+	if err := b.prepareFelix(ctx); err != nil {
+		return err
+	}
+	if err := b.startFelix(); err != nil {
+		return err
+	}
 	if err := b.waitServiceRouted(ctx); err != nil {
 		return err
 	}
@@ -141,12 +154,12 @@ func (b *Bed) start(ctx context.Context, im *images, logf func(string, ...any)) 
 // Stop ends every process, removes what the node made, and gives the host
 // paths back. Safe to call more than once.
 func (b *Bed) Stop(logf func(string, ...any)) {
-	for _, p := range []*testbed.Process{b.kubelet, b.proxy, b.scheduler, b.controllerManager, b.containerd} {
+	for _, p := range []*testbed.Process{b.kubelet, b.felix, b.proxy, b.scheduler, b.controllerManager, b.containerd} {
 		if p != nil {
 			p.Stop()
 		}
 	}
-	b.kubelet, b.proxy, b.scheduler, b.controllerManager, b.containerd = nil, nil, nil, nil, nil
+	b.kubelet, b.felix, b.proxy, b.scheduler, b.controllerManager, b.containerd = nil, nil, nil, nil, nil, nil
 	if err := sweepEarlierRun(b.Node, logf); err != nil {
 		logf("nodebed: cleaning up: %v", err)
 	}
@@ -172,6 +185,12 @@ func sweepEarlierRun(nb *testbed.NodeBinaries, logf func(string, ...any)) error 
 		errs = append(errs, err)
 	}
 	if err := cleanupProxy(nb.Proxy); err != nil {
+		errs = append(errs, err)
+	}
+	if err := sweepNode2(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := sweepFelix(logf); err != nil {
 		errs = append(errs, err)
 	}
 	if tookOver() {

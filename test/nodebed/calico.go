@@ -18,7 +18,8 @@ import (
 
 // The bed's pod addresses, well away from the e2e bed's 10.128.0.0/10: the
 // default pool for capo's own pods and anything unannotated, and small
-// per-test pools carved from the rest.
+// per-test pools carved from the rest. Every pool is a VXLAN pool for
+// workloads only; the tunnel addresses have their own (TunnelPool).
 const (
 	PodCIDR     = "10.250.0.0/16"
 	DefaultPool = "10.250.0.0/24"
@@ -38,7 +39,8 @@ func (b *Bed) createPool(ctx context.Context, name, cidr string, mode apiv3.Assi
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: apiv3.IPPoolSpec{
 			CIDR: cidr, BlockSize: max(ones, 26), AssignmentMode: &mode,
-			IPIPMode: apiv3.IPIPModeNever, VXLANMode: apiv3.VXLANModeNever, NodeSelector: "all()",
+			IPIPMode: apiv3.IPIPModeNever, VXLANMode: vxlanMode(), NodeSelector: "all()",
+			AllowedUses: []apiv3.IPPoolAllowedUse{apiv3.IPPoolAllowedUseWorkload},
 		},
 	}
 	if _, err := b.Calico.IPPools().Create(ctx, pool, options.SetOptions{}); err != nil {
@@ -145,4 +147,12 @@ func (b *Bed) DeleteReservations(t testing.TB, names []string) {
 			t.Errorf("deleting IPReservation %s: %v", n, err)
 		}
 	}
+}
+
+// vxlanMode is the pools' VXLAN mode in the bed's configuration.
+func vxlanMode() apiv3.VXLANMode {
+	if Unencapsulated {
+		return apiv3.VXLANModeNever
+	}
+	return apiv3.VXLANModeAlways
 }

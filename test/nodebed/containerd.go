@@ -51,14 +51,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 `
 
 // startContainerd writes the config and runs containerd until its socket
-// answers.
+// answers. The CNI plugins it runs inherit its environment: Calico's names
+// the pods' veths with felix's InterfacePrefix.
 func (b *Bed) startContainerd() error {
 	cfg := filepath.Join(Root, "containerd.toml")
 	body := fmt.Sprintf(containerdConfig, Root, State, ContainerdSocket, PauseImage, CNIBinDir, CNIConfDir)
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		return err
 	}
-	p, err := b.Spawn("containerd", b.logPath("containerd"), "containerd", "--config", cfg)
+	p, err := b.Spawn("containerd", b.logPath("containerd"),
+		"env", "FELIX_INTERFACEPREFIX="+InterfacePrefix, "containerd", "--config", cfg)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 // registry is involved (pull policy Never).
 const (
 	SleeperImage   = "capo.test/sleeper:1"
+	EchoImage      = "capo.test/echo:1" // the traffic tests' client and server
 	CapoRepository = "capo.test/capo"
 	// CapoVersion is stamped into the capo binaries of the bed's image.
 	CapoVersion = "realnode"
@@ -28,9 +29,9 @@ var CapoTags = []string{"1", "2"}
 
 // images are the bed's images once built.
 type images struct {
-	sleeper, capo v1.ImageIndex
-	err           error
-	done          chan struct{}
+	sleeper, echo, capo v1.ImageIndex
+	err                 error
+	done                chan struct{}
 }
 
 // buildImages builds, in the background, the sleeper (the sandbox's pause
@@ -41,7 +42,10 @@ func buildImages(ctx context.Context, root, dir string) *images {
 	im := &images{done: make(chan struct{})}
 	go func() {
 		defer close(im.done)
-		im.sleeper, im.err = sleeperImage(ctx, root, dir)
+		im.sleeper, im.err = programImage(ctx, root, dir, "sleeper")
+		if im.err == nil {
+			im.echo, im.err = programImage(ctx, root, dir, "echo")
+		}
 		if im.err == nil {
 			im.capo, im.err = image.Capo{Root: root, Version: CapoVersion, Arches: []string{runtime.GOARCH}, WorkDir: filepath.Join(dir, "capo")}.Build(ctx)
 		}
@@ -49,16 +53,18 @@ func buildImages(ctx context.Context, root, dir string) *images {
 	return im
 }
 
-func sleeperImage(ctx context.Context, root, dir string) (v1.ImageIndex, error) {
-	sleeper := filepath.Join(dir, "sleeper")
-	if err := image.GoBuild(ctx, root, "./test/nodebed/sleeper", sleeper, runtime.GOARCH, "-s -w"); err != nil {
+// programImage is an image of one static binary, test/nodebed/<name>, as
+// its entrypoint.
+func programImage(ctx context.Context, root, dir, name string) (v1.ImageIndex, error) {
+	bin := filepath.Join(dir, name)
+	if err := image.GoBuild(ctx, root, "./test/nodebed/"+name, bin, runtime.GOARCH, "-s -w"); err != nil {
 		return nil, err
 	}
-	layer, err := image.Layer([]image.File{{Path: "/sleeper", Mode: 0o755, Source: sleeper}})
+	layer, err := image.Layer([]image.File{{Path: "/" + name, Mode: 0o755, Source: bin}})
 	if err != nil {
 		return nil, err
 	}
-	img, err := image.New(image.Platform(runtime.GOARCH), v1.Config{Entrypoint: []string{"/sleeper"}}, layer)
+	img, err := image.New(image.Platform(runtime.GOARCH), v1.Config{Entrypoint: []string{"/" + name}}, layer)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +72,7 @@ func sleeperImage(ctx context.Context, root, dir string) (v1.ImageIndex, error) 
 }
 
 // importImages waits for the images and imports them: the sleeper as the
-// pause and the workload image, capo's under its first tag.
+// pause and the workload image, echo, capo's under its first tag.
 func (b *Bed) importImages(im *images) error {
 	<-im.done
 	if im.err != nil {
@@ -76,6 +82,9 @@ func (b *Bed) importImages(im *images) error {
 		if err := b.writeAndImport(filepath.Join(b.ImagesDir, "sleeper.tar"), ref, im.sleeper); err != nil {
 			return err
 		}
+	}
+	if err := b.writeAndImport(filepath.Join(b.ImagesDir, "echo.tar"), EchoImage, im.echo); err != nil {
+		return err
 	}
 	return b.ImportCapoTag(CapoTags[0])
 }

@@ -101,7 +101,10 @@ func freePort(ip net.IP) (int, error) {
 // makeCgroupRoot creates the kubelet's cgroup root in every hierarchy (the
 // kubelet insists it exists); cpuset children start empty, so it gets its
 // parent's CPUs and memory nodes.
-func makeCgroupRoot() error {
+func makeCgroupRoot() error { return makeCgroupRootAt(CgroupRoot) }
+
+// makeCgroupRootAt creates the cgroup root in every hierarchy.
+func makeCgroupRootAt(root string) error {
 	hier, err := filepath.Glob("/sys/fs/cgroup/*")
 	if err != nil {
 		return err
@@ -110,7 +113,7 @@ func makeCgroupRoot() error {
 		if st, err := os.Stat(h); err != nil || !st.IsDir() {
 			continue
 		}
-		d := filepath.Join(h, CgroupRoot)
+		d := filepath.Join(h, root)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("cgroup %s: %w", d, err)
 		}

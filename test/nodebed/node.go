@@ -57,6 +57,10 @@ func Main(m *testing.M, out **Bed) int {
 	}
 	signal.Stop(sig)
 	b.Stop(logf)
+	if left := FelixLeftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "nodebed: felix's state left after the bed stopped: %v\n", left)
+		code = 1
+	}
 	return code
 }
 

@@ -45,9 +45,12 @@ func sweepRuntime(logf func(string, ...any)) error {
 }
 
 // podPids are the processes in the kubelet's cgroups.
-func podPids() []int {
+func podPids() []int { return cgroupPids(CgroupRoot) }
+
+// cgroupPids are the processes in the cgroups under root.
+func cgroupPids(root string) []int {
 	var pids []int
-	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", CgroupRoot), func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", root), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.Name() != "cgroup.procs" {
 			return nil
 		}
@@ -63,7 +66,10 @@ func podPids() []int {
 }
 
 // shimPids are the containerd shims serving the bed's containerd.
-func shimPids() []int {
+func shimPids() []int { return socketShimPids(ContainerdSocket) }
+
+// socketShimPids are the containerd shims serving the containerd of socket.
+func socketShimPids(socket string) []int {
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -72,7 +78,7 @@ func shimPids() []int {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, ContainerdSocket) {
+		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, socket) {
 			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 				pids = append(pids, pid)
 			}
@@ -143,12 +149,15 @@ func unescapeMount(s string) string {
 
 // removeCgroups removes the kubelet's cgroup tree in every hierarchy,
 // leaves first (a cgroup with children or processes cannot go).
-func removeCgroups() error {
-	roots, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", CgroupRoot))
+func removeCgroups() error { return removeCgroupsAt(CgroupRoot) }
+
+// removeCgroupsAt removes the cgroup tree root in every hierarchy.
+func removeCgroupsAt(root string) error {
+	roots, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", root))
 	var errs []error
-	for _, root := range roots {
+	for _, top := range roots {
 		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
 				dirs = append(dirs, p)
 			}

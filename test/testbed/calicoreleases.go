@@ -37,6 +37,21 @@ func (b *Bed) toolBinary(module, pkg, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	out, err := BuildTool(root, module, pkg, name, b.logf)
+	if err != nil {
+		return "", err
+	}
+	if b.extra.done == nil {
+		b.extra.done = map[string]string{}
+	}
+	b.extra.done[pkg] = out
+	return out, nil
+}
+
+// BuildTool builds pkg from the module in test/tools/<module> into the
+// cache, keyed by that module's go.mod and go.sum, unless it is there; it
+// returns the binary's path.
+func BuildTool(root, module, pkg, name string, logf func(string, ...any)) (string, error) {
 	cache, err := CacheDir()
 	if err != nil {
 		return "", err
@@ -47,13 +62,9 @@ func (b *Bed) toolBinary(module, pkg, name string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(cache, "tools-"+module+"-"+key, name)
-	if err := buildCached(dir, pkg, out, b.logf); err != nil {
+	if err := buildCached(dir, pkg, out, logf); err != nil {
 		return "", err
 	}
-	if b.extra.done == nil {
-		b.extra.done = map[string]string{}
-	}
-	b.extra.done[pkg] = out
 	return out, nil
 }
 
