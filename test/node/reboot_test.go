@@ -28,7 +28,7 @@ import (
 // agent replays them: reserve, then release. Throughout, every address a
 // member had is allocated to that member or reserved, never free and
 // never another pod's (a poller reads Calico IPAM and the IPReservations
-// every 200 ms); every pod comes back Running (no teardown blocks); the
+// at most every 200 ms); every pod comes back Running (no teardown blocks); the
 // journal drains; a member has its own address back wherever capo
 // returned it, and its old one stays held where capo did not; clients on
 // the first node reach every member where it now is, and a client that
