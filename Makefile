@@ -33,7 +33,7 @@ BENCH_COUNT ?= 200x
 
 IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
 
-.PHONY: all build image demo demo-node test test-node lint unit fuzz fuzz-short e2e bench testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build image demo demo-node test test-node lint unit fuzz fuzz-short e2e bench bench-node testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -141,9 +141,10 @@ e2e:
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|nodebed:'; exit $${PIPESTATUS[0]}
 
 ## test-node: the whole real-node suite (test/node, root), including what
-## CI's e2e leaves out for time: a node that really dies (two minutes), and
-## the traffic tests again in the bed's second dataplane configuration
-## (unencapsulated pools, felix programming the routes between nodes).
+## CI's e2e leaves out for time: a node that really dies (two minutes), a
+## node's reboot, and the traffic tests again in the bed's second dataplane
+## configuration (unencapsulated pools, felix programming the routes between
+## nodes).
 test-node:
 	@set -o pipefail; CAPO_NODE_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/node/ 2>&1 | tee test-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|nodebed:'
 	@set -o pipefail; CAPO_NODE_DATAPLANE=unencapsulated $(GO) test -count=1 -timeout 20m -v -run 'TestTraffic|TestAnyNode' ./test/node/ 2>&1 | tee -a test-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|nodebed:'
@@ -153,6 +154,14 @@ test-node:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/release/ | grep -E '^(Benchmark|ok|FAIL)'
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCH_COUNT) -timeout 60m ./test/e2e/ | grep -E '^(Benchmark|ok|FAIL|PASS)'
+
+## bench-node: pod start on the real two-node bed (root), capo against
+## plain Calico in the same run: CAPO_BENCH_PODS pods (default 100) half on
+## a node opted in, half on one left to Calico, then the nodes swapped;
+## median and p90 time to Running, pods Running per second, and the ratio
+## (docs/realnode.md). Not part of make test.
+bench-node:
+	@set -o pipefail; $(GO) test -count=1 -timeout 40m -run '^$$' -bench BenchmarkPodStart -benchtime 1x -v ./test/node/ 2>&1 | tee bench-node.log | grep -E '^(Benchmark|ok|FAIL|PASS|panic)|_test.go:|nodebed:'
 
 ## manifests: render the Helm chart's defaults into deploy/manifests/capo.yaml.
 manifests:
@@ -184,4 +193,4 @@ $(PROMTOOL):
 	$(call build_tool,promtool,github.com/prometheus/prometheus/cmd/promtool,-tags remove_all_sd)
 
 clean:
-	rm -rf bin e2e.log test-node.log
+	rm -rf bin e2e.log test-node.log bench-node.log

@@ -89,6 +89,12 @@ func CapoInChain() error {
 // pod, and Calico IPAM no longer has it allocated. The pod's UID tells
 // its incarnations apart (a StatefulSet pod comes back under its name).
 func (b *Bed) Held(ctx context.Context, pool *net.IPNet, ip string, pod *corev1.Pod) error {
+	return b.HeldOn(ctx, b.NodeName, pool, ip, pod)
+}
+
+// HeldOn is Held for a pod that ran on the named node, where capo's
+// record for it is kept.
+func (b *Bed) HeldOn(ctx context.Context, node string, pool *net.IPNet, ip string, pod *corev1.Pod) error {
 	reserved, err := b.Reserved(ctx)
 	if err != nil {
 		return err
@@ -96,7 +102,7 @@ func (b *Bed) Held(ctx context.Context, pool *net.IPNet, ip string, pod *corev1.
 	if !reserved[ip] {
 		return fmt.Errorf("%s (of pod %s/%s) is in no IPReservation: Calico may hand it out", ip, pod.Namespace, pod.Name)
 	}
-	entries, err := b.Reservations(ctx)
+	entries, err := b.ReservationsOn(ctx, node)
 	if err != nil {
 		return err
 	}

@@ -103,9 +103,14 @@ func (b *Bed) Allocations(ctx context.Context, cidr *net.IPNet) (map[string]Allo
 
 // Reservations are capo's reservations for the node, by address.
 func (b *Bed) Reservations(ctx context.Context) (map[string]reserve.Entry, error) {
-	got, err := calicostore.New(b.Calico, reserve.DefaultLimits).ListNode(ctx, b.NodeName)
+	return b.ReservationsOn(ctx, b.NodeName)
+}
+
+// ReservationsOn are capo's reservations for the named node, by address.
+func (b *Bed) ReservationsOn(ctx context.Context, node string) (map[string]reserve.Entry, error) {
+	got, err := calicostore.New(b.Calico, reserve.DefaultLimits).ListNode(ctx, node)
 	if err != nil {
-		return nil, fmt.Errorf("reading capo's reservations for %s: %w", b.NodeName, err)
+		return nil, fmt.Errorf("reading capo's reservations for %s: %w", node, err)
 	}
 	out := map[string]reserve.Entry{}
 	for _, r := range got {

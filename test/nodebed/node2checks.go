@@ -84,8 +84,21 @@ func (n *Node2) OptIn(t testing.TB) {
 		if n.dead {
 			return // nothing runs there to opt out
 		}
-		n.b.annotateNodeNamed(t, n.Name, "")
-		Eventually(t, 30*time.Second, "Calico's own chain back on "+n.Name, capoIn(false))
+		n.OptOut(t)
+	})
+}
+
+// OptOut removes the node's annotation and waits until its agent has put
+// Calico's chain back.
+func (n *Node2) OptOut(t testing.TB) {
+	t.Helper()
+	n.b.annotateNodeNamed(t, n.Name, "")
+	Eventually(t, 30*time.Second, "Calico's own chain back on "+n.Name, func() error {
+		list, err := n.conflist()
+		if err == nil && bytes.Contains(list, []byte(`"capo-ipam"`)) {
+			err = fmt.Errorf("%s's conflist still has capo-ipam", n.Name)
+		}
+		return err
 	})
 }
 

@@ -19,17 +19,7 @@ import (
 )
 
 func (n *Node2) startContainerd(ctx context.Context) error {
-	cfg := filepath.Join(node2Dir, "containerd.toml")
-	body := fmt.Sprintf(containerdConfig, node2Dir, node2State, node2Socket, PauseImage, CNIBinDir, CNIConfDir)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		return err
-	}
-	p, err := n.spawn("node2-containerd", "env", "FELIX_INTERFACEPREFIX="+InterfacePrefix, "containerd", "--config", cfg)
-	if err != nil {
-		return err
-	}
-	n.containerd = p
-	if err := waitSocket(p, node2Socket, n.b.logPath("node2-containerd")); err != nil {
+	if err := n.runContainerd(); err != nil {
 		return err
 	}
 	im := n.b.images
@@ -43,6 +33,22 @@ func (n *Node2) startContainerd(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// runContainerd writes the node's containerd config and runs it until its
+// socket answers; its images stay in its root across restarts.
+func (n *Node2) runContainerd() error {
+	cfg := filepath.Join(node2Dir, "containerd.toml")
+	body := fmt.Sprintf(containerdConfig, node2Dir, node2State, node2Socket, PauseImage, CNIBinDir, CNIConfDir)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		return err
+	}
+	p, err := n.spawn("node2-containerd", "env", "FELIX_INTERFACEPREFIX="+InterfacePrefix, "containerd", "--config", cfg)
+	if err != nil {
+		return err
+	}
+	n.containerd = p
+	return waitSocket(p, node2Socket, n.b.logPath("node2-containerd"))
 }
 
 func (n *Node2) startKubelet(ctx context.Context) error {
@@ -95,6 +101,11 @@ func (n *Node2) startFelix(ctx context.Context) error {
 	if err := n.b.annotateAddresses(ctx, n.Name, n.IP, 30, tunnel); err != nil {
 		return err
 	}
+	return n.runFelix(ctx)
+}
+
+// runFelix runs the node's felix until it has programmed its first routes.
+func (n *Node2) runFelix(ctx context.Context) error {
 	dir := filepath.Join(node2Dir, "felix")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
