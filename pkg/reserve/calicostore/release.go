@@ -45,24 +45,17 @@ func (s *Store) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref,
 
 // Stamp sets Seen on the refs' entries that have none.
 func (s *Store) Stamp(ctx context.Context, refs []reserve.Ref, seen time.Time) error {
-	set, err := reserve.NewRefSet(refs)
-	if err != nil {
-		return err
-	}
-	objs, err := s.holding(ctx, set)
-	if err != nil {
-		return err
-	}
-	for _, res := range objs {
-		if _, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool { return c.Stamp(set, seen) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.editHolding(ctx, refs, func(c *reserve.Contents, set reserve.RefSet) bool { return c.Stamp(set, seen) })
 }
 
 // Reown gives the StatefulSet entries refs name the owner UID uid.
 func (s *Store) Reown(ctx context.Context, refs []reserve.Ref, uid string) error {
+	return s.editHolding(ctx, refs, func(c *reserve.Contents, set reserve.RefSet) bool { return c.Reown(set, uid) })
+}
+
+// editHolding applies change, a compare-and-swap per object, to every
+// object holding any of refs; change says whether it changed the object.
+func (s *Store) editHolding(ctx context.Context, refs []reserve.Ref, change func(*reserve.Contents, reserve.RefSet) bool) error {
 	set, err := reserve.NewRefSet(refs)
 	if err != nil {
 		return err
@@ -72,7 +65,7 @@ func (s *Store) Reown(ctx context.Context, refs []reserve.Ref, uid string) error
 		return err
 	}
 	for _, res := range objs {
-		if _, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool { return c.Reown(set, uid) }); err != nil {
+		if _, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool { return change(c, set) }); err != nil {
 			return err
 		}
 	}
