@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -53,22 +52,7 @@ func iptablesBackend() string {
 // by the config file paths they were given.
 func felixPids() []int {
 	cfgs := []string{filepath.Join(Root, "felix", "felix.cfg"), filepath.Join(node2Dir, "felix", "felix.cfg")}
-	var pids []int
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if !slices.Contains(args, cfgs[0]) && !slices.Contains(args, cfgs[1]) {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return pidsWhere(func(args []string) bool { return slices.Contains(args, cfgs[0]) || slices.Contains(args, cfgs[1]) })
 }
 
 // removeFelixRules deletes felix's rules from the chains it does not own

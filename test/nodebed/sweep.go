@@ -70,6 +70,14 @@ func shimPids() []int { return socketShimPids(ContainerdSocket) }
 
 // socketShimPids are the containerd shims serving the containerd of socket.
 func socketShimPids(socket string) []int {
+	return pidsWhere(func(args []string) bool {
+		return strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, socket)
+	})
+}
+
+// pidsWhere are the machine's processes, this one aside, whose command line
+// (its arguments, never empty) match says yes to.
+func pidsWhere(match func(args []string) bool) []int {
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -77,11 +85,11 @@ func socketShimPids(socket string) []int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, socket) {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-				pids = append(pids, pid)
-			}
+		if !match(strings.Split(string(b), "\x00")) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
