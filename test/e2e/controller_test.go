@@ -114,13 +114,7 @@ func TestWorkloadGoneReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		entry := func(ip, pod string, s *appsv1.StatefulSet) reserve.Entry {
-			e := reserve.Entry{IP: ip, Namespace: env.Namespace, Pod: pod, Reason: reserve.ReasonCNIDel, ReservedAt: now}
-			if s != nil {
-				e.OwnerKind, e.OwnerName, e.OwnerUID = "StatefulSet", s.Name, string(s.UID)
-			}
-			return e
-		}
+		entry := func(ip, pod string, s *appsv1.StatefulSet) reserve.Entry { return memberEntry(env, now, ip, pod, s) }
 		doomedEntry := entry("10.254.0.9", "x-0", nil)
 		doomedEntry.Namespace = doomed
 		seed(t, env, entry("10.254.0.1", "web-0", web), entry("10.254.0.2", "web-1", web), entry("10.254.0.3", "web-2", web),
@@ -199,6 +193,16 @@ func TestManualRelease(t *testing.T) {
 		t.Fatalf("whole node: %v", got)
 	}
 	c.WaitMetric(4, "capo_releases_total", `reason="manual"`)
+}
+
+// memberEntry is a teardown's reservation of ip for pod of env's namespace,
+// reserved at now, owned by the StatefulSet s (none if nil).
+func memberEntry(env *testbed.Env, now time.Time, ip, pod string, s *appsv1.StatefulSet) reserve.Entry {
+	e := reserve.Entry{IP: ip, Namespace: env.Namespace, Pod: pod, Reason: reserve.ReasonCNIDel, ReservedAt: now}
+	if s != nil {
+		e.OwnerKind, e.OwnerName, e.OwnerUID = "StatefulSet", s.Name, string(s.UID)
+	}
+	return e
 }
 
 // askRelease asks for a release by hand as an operator does: the node's key

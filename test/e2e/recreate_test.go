@@ -6,7 +6,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/release"
@@ -26,23 +25,11 @@ func TestRecreatedStatefulSetGetsItsAddressesBack(t *testing.T) {
 		// Created with its annotations at once, as a chart does: a set
 		// created without the opt-in ends the reservations.
 		create := func(name string, keep bool) *appsv1.StatefulSet {
-			replicas := int32(2)
-			s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{
-				Replicas: &replicas, ServiceName: name,
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/app:1"}}},
-				},
-			}}
+			var ann map[string]string
 			if keep {
-				s.Annotations = map[string]string{release.RecreateAnnotation: release.Keep}
+				ann = map[string]string{release.RecreateAnnotation: release.Keep}
 			}
-			out, err := sets.Create(ctx, s, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
+			return env.CreateStatefulSetAnnotated(name, 2, ann)
 		}
 		uninstall := func(name string, sbs []*testbed.Sandbox) {
 			if err := sets.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {

@@ -13,9 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/capo-net/capo/test/testbed"
 )
@@ -161,21 +158,12 @@ func deleteRefusal(t *testing.T, user string) {
 // dryRunWrite creates an IPReservation as kubeconfig's identity without
 // storing it: admission runs as for a real write.
 func dryRunWrite(t *testing.T, kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "crd.projectcalico.org/v1", "kind": "IPReservation",
 		"metadata": map[string]any{"name": "capo-policy-check"},
 		"spec":     map[string]any{"reservedCIDRs": []any{"192.0.2.1/32"}},
 	}}
-	gvr := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "ipreservations"}
-	_, err = dyn.Resource(gvr).Create(context.Background(), obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err := dynamicAs(t, kubeconfig).Create(context.Background(), obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	return err
 }
 

@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -25,27 +24,15 @@ func TestReservationTimePerWorkload(t *testing.T) {
 		env.SetConfig(configWith("ipReserveTime: 2s\n"))
 		env.AnnotateNamespace(map[string]string{release.TTLAnnotation: "1h"})
 		annotated := func(name, ttl string) *appsv1.StatefulSet {
-			s := env.CreateStatefulSet(name, 3)
 			if ttl == "" {
-				return s
+				return env.CreateStatefulSet(name, 3)
 			}
-			p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{release.TTLAnnotation: ttl}}})
-			s, err := env.Kube.AppsV1().StatefulSets(env.Namespace).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
+			return env.CreateStatefulSetAnnotated(name, 3, map[string]string{release.TTLAnnotation: ttl})
 		}
 		fast, slow, bad := annotated("fast", "3s"), annotated("slow", ""), annotated("bad", "soon")
 		env.CreatePod("pinned-0", testbed.WithAnnotations(map[string]string{release.TTLAnnotation: "4s"}))
 		now := time.Now()
-		entry := func(ip, pod string, s *appsv1.StatefulSet) reserve.Entry {
-			e := reserve.Entry{IP: ip, Namespace: env.Namespace, Pod: pod, Reason: reserve.ReasonCNIDel, ReservedAt: now}
-			if s != nil {
-				e.OwnerKind, e.OwnerName, e.OwnerUID = "StatefulSet", s.Name, string(s.UID)
-			}
-			return e
-		}
+		entry := func(ip, pod string, s *appsv1.StatefulSet) reserve.Entry { return memberEntry(env, now, ip, pod, s) }
 		seed(t, env, entry("10.251.0.1", "fast-0", fast), entry("10.251.0.2", "slow-0", slow), entry("10.251.0.3", "bad-0", bad), entry("10.251.0.4", "pinned-0", nil))
 
 		out, code := capoctl(t, env, "", "list", "-n", env.Namespace, "-o", "json")

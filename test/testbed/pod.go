@@ -79,7 +79,14 @@ func StatefulPod(set string) PodOption {
 // here, so it makes no pods; tests create them with OwnedBy).
 func (e *Env) CreateStatefulSet(name string, replicas int32) *appsv1.StatefulSet {
 	e.T.Helper()
-	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.StatefulSetSpec{
+	return e.CreateStatefulSetAnnotated(name, replicas, nil)
+}
+
+// CreateStatefulSetAnnotated is CreateStatefulSet with annotations on the
+// set from its creation, as a chart writes them.
+func (e *Env) CreateStatefulSetAnnotated(name string, replicas int32, annotations map[string]string) *appsv1.StatefulSet {
+	e.T.Helper()
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: appsv1.StatefulSetSpec{
 		Replicas: &replicas, ServiceName: name,
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 		Template: corev1.PodTemplateSpec{
