@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -97,25 +98,102 @@ func applyCalicoAnnotations(delegate json.RawMessage, nsAnn, podAnn map[string]s
 // connection and two reads per ADD. If the agent cannot answer, the API
 // server is asked directly, so an ADD never depends on the agent.
 type agentAnnotations struct {
-	agent    *wire.Client
+	agent    annotationsAgent
 	timeout  time.Duration
 	fallback Annotations
+	// awaited reports whether the host's journal holds a teardown of the
+	// pod itself that the agent has not replayed yet; nil: none.
+	awaited func(wire.PodRef) bool
+	// retry is the pause between asks while the agent is awaited.
+	retry time.Duration
 }
+
+// annotationsAgent is the agent's side of agentAnnotations (a wire.Client).
+type annotationsAgent interface {
+	IPAMAnnotations(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error)
+}
+
+// maxAgentWait bounds how long an ADD waits for an agent that is away
+// while its pod's own teardown waits in the journal.
+const maxAgentWait = 10 * time.Second
 
 // The pod's UID tells the agent which object to answer for: a StatefulSet
 // pod re-created under the same name may still be the old one in its cache.
+//
+// A pod whose own teardown waits in the journal (its node rebooted, or the
+// agent was away as the sandbox went) is the one pod the agent may have
+// addresses to give back to, and only once it has replayed that teardown:
+// such an ADD waits for the agent, a quarter of its deadline and at most
+// maxAgentWait, before it asks the API server and takes fresh addresses.
+// Every other ADD asks once.
 func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
-	actx, cancel := context.WithTimeout(ctx, a.timeout)
-	resp, err := a.agent.IPAMAnnotations(actx, pod)
-	cancel()
+	resp, err := a.ask(ctx, pod)
 	if err == nil {
 		return resp, nil
+	}
+	if a.awaited != nil && a.awaited(pod) {
+		wait := min(maxAgentWait, returnShare(ctx))
+		slog.Info("waiting for the agent: the pod's own teardown waits in the journal, and the agent may give its addresses back once it has replayed it", "pod", pod.Namespace+"/"+pod.Name, "for", wait, "err", err)
+		start := time.Now()
+		for deadline := start.Add(wait); err != nil && time.Now().Before(deadline); {
+			if !sleepCtx(ctx, min(a.retry, time.Until(deadline))) {
+				break
+			}
+			resp, err = a.ask(ctx, pod)
+		}
+		if err == nil {
+			slog.Info("the agent answered", "pod", pod.Namespace+"/"+pod.Name, "after", time.Since(start).Round(time.Millisecond))
+			return resp, nil
+		}
 	}
 	if a.fallback == nil {
 		return nil, fmt.Errorf("reading Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
 	}
 	slog.Info("agent could not give the pod's annotations; reading the API server", "err", err)
 	return a.fallback.Get(ctx, pod)
+}
+
+func (a agentAnnotations) ask(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
+	actx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	return a.agent.IPAMAnnotations(actx, pod)
+}
+
+// sleepCtx sleeps d, or less if ctx ends first (then false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// teardownAwaited reports whether j holds a journaled DEL of pod (its
+// namespace and name: a StatefulSet's member comes back under a new UID)
+// that the agent selected at ADD: a teardown the agent reserves from, and
+// may give back, once it replays it.
+func teardownAwaited(j interface {
+	Pending() ([]journal.Entry, error)
+}) func(wire.PodRef) bool {
+	return func(pod wire.PodRef) bool {
+		entries, err := j.Pending()
+		if err != nil {
+			return false
+		}
+		for _, e := range entries {
+			if e.Record == nil {
+				continue
+			}
+			r := e.Record.Request
+			if r.Pod.Namespace == pod.Namespace && r.Pod.Name == pod.Name && r.AtAdd != nil && r.AtAdd.Selected {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // calicoSettings are the calico plugin's own keys that decide whether and

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/wire"
 	"github.com/capo-net/capo/plugin"
 )
 
@@ -58,6 +60,9 @@ type drainer struct {
 	timeout  func() time.Duration // for one decision
 	interval time.Duration
 	metrics  *metrics
+	// mu keeps one replay of a record at a time: the periodic pass, and a
+	// returning pod's ADD that replays its own teardown first (replayPod).
+	mu sync.Mutex
 }
 
 func (a *drainer) run(ctx context.Context) {
@@ -87,11 +92,42 @@ func (a *drainer) drain(ctx context.Context) {
 			slog.Error("journal record needs an operator", "err", e.Err)
 			continue
 		}
-		if a.replay(ctx, e.Name, e.Record) {
+		if a.replayOnce(ctx, e.Name, e.Record) {
 			left--
 		}
 	}
 	a.metrics.journalDepth.Set(float64(left))
+}
+
+// replayOnce replays a listed record unless another replay took it since
+// the listing (true then too: it is gone).
+func (a *drainer) replayOnce(ctx context.Context, name string, rec *journal.Record) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.journal.Has(name) {
+		return true
+	}
+	return a.replay(ctx, name, rec)
+}
+
+// replayPod replays the journaled teardowns of pod (namespace and name) at
+// once, before its ADD is answered: after a reboot, or with the agent away
+// as a member's sandbox went, the member's ADD waits for the agent, and an
+// offer made before the replay would find nothing reserved and the address
+// still allocated to the old sandbox.
+func (a *drainer) replayPod(ctx context.Context, pod wire.PodRef) {
+	entries, err := a.journal.Pending()
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	for _, e := range entries {
+		if e.Record == nil || e.Record.Request.Pod.Namespace != pod.Namespace || e.Record.Request.Pod.Name != pod.Name {
+			continue
+		}
+		if a.replayOnce(ctx, e.Name, e.Record) {
+			slog.Info("replayed a returning pod's own journaled teardown before its ADD", "pod", pod.Namespace+"/"+pod.Name, "record", e.Name)
+		}
+	}
 }
 
 func (a *drainer) replay(ctx context.Context, name string, rec *journal.Record) bool {

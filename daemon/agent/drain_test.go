@@ -50,3 +50,35 @@ func TestReplayNeverReservesAnAddressAnotherPodHolds(t *testing.T) {
 		t.Fatalf("journal %d left, released %d", len(pending), rel.released)
 	}
 }
+
+// A returning pod's ADD replays that pod's own journaled teardown first,
+// and only that pod's; the periodic pass then finds it gone and does not
+// reserve or release it a second time.
+func TestReplayPodReplaysOnlyThatPodsTeardownsOnce(t *testing.T) {
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "redis-3", Namespace: "db", Annotations: map[string]string{selection.PodAnnotation: selection.Enabled}}}
+	j := journal.Dir{Root: t.TempDir()}
+	for _, w := range []struct{ id, name, ip string }{{"c1", "redis-3", "10.0.0.3"}, {"c2", "redis-4", "10.0.0.4"}} {
+		req := wire.ReserveRequest{ContainerID: w.id, IfName: "eth0", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: w.name}, RecordedIPs: []string{w.ip}}
+		if _, err := j.Write(&journal.Record{Request: req}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, _ := j.Pending() // what a periodic pass listed before the ADD came
+	ipam := &fakeIPAM{err: cerrors.ErrorResourceDoesNotExist{}, holders: map[string]string{"10.0.0.3": "k8s-pod-network.c1", "10.0.0.4": "k8s-pod-network.c2"}}
+	r, rel := &fakeReserver{}, &fakeReleaser{}
+	d := &drainer{
+		journal: j, ipam: ipam, decider: testDecider(&fakeCluster{node: optedIn, pod: pod}, ipam, r, time.Now), release: rel,
+		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics(),
+	}
+	d.replayPod(context.Background(), wire.PodRef{Namespace: "db", Name: "redis-3", UID: "new"})
+	if pending, _ := j.Pending(); len(pending) != 1 || pending[0].Record.Request.Pod.Name != "redis-4" || rel.released != 1 {
+		t.Fatalf("after redis-3's ADD: %d records left (want redis-4's only), %d released", len(pending), rel.released)
+	}
+	for _, e := range listed {
+		d.replayOnce(context.Background(), e.Name, e.Record)
+	}
+	if pending, _ := j.Pending(); len(pending) != 0 || rel.released != 2 {
+		t.Fatalf("after the pass: %d records left, %d released (want 2: redis-3's not again)", len(pending), rel.released)
+	}
+}

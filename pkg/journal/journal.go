@@ -105,6 +105,12 @@ func (d Dir) Pending() ([]Entry, error) {
 	return out, nil
 }
 
+// Has reports whether the pending record name is still there.
+func (d Dir) Has(name string) bool {
+	_, err := os.Stat(filepath.Join(d.pendingDir(), name))
+	return err == nil
+}
+
 // Update rewrites a pending record (its attempt count).
 func (d Dir) Update(name string, r *Record) error {
 	data, err := json.Marshal(r)
