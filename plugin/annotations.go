@@ -171,13 +171,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// pendingLister lists journaled DELs (a journal.Dir).
+type pendingLister interface {
+	Pending() ([]journal.Entry, error)
+}
+
 // teardownAwaited reports whether j holds a journaled DEL of pod (its
 // namespace and name: a StatefulSet's member comes back under a new UID)
 // that the agent selected at ADD: a teardown the agent reserves from, and
 // may give back, once it replays it.
-func teardownAwaited(j interface {
-	Pending() ([]journal.Entry, error)
-}) func(wire.PodRef) bool {
+func teardownAwaited(j pendingLister) func(wire.PodRef) bool {
 	return func(pod wire.PodRef) bool {
 		entries, err := j.Pending()
 		if err != nil {

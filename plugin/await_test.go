@@ -48,8 +48,10 @@ func TestAddWaitsForTheAgentOnlyForItsOwnJournaledTeardown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			agent, fb := &slowAgent{away: tc.away}, &countingFallback{}
-			a := agentAnnotations{agent: agent, timeout: time.Second, fallback: fb, retry: 10 * time.Millisecond,
-				awaited: func(p wire.PodRef) bool { return tc.awaited && p == pod }}
+			a := agentAnnotations{
+				agent: agent, timeout: time.Second, fallback: fb, retry: 10 * time.Millisecond,
+				awaited: func(p wire.PodRef) bool { return tc.awaited && p == pod },
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
 			defer cancel()
 			start := time.Now()
