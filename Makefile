@@ -78,7 +78,9 @@ demo:
 	@$(GO) test -count=1 -run TestDemo -v ./test/demo/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage)'; exit $${PIPESTATUS[0]}
 
 ## demo-node: the same story on a real node: a kubelet, containerd, Calico's
-## CNI and capo from its image, installed by its chart (root). The first run
+## CNI and capo from its image, installed by its chart (root); then a second
+## node joins, and a client there keeps talking to a redis StatefulSet member
+## through its eviction and its return with the same address. The first run
 ## also builds the kubelet and the rest of a node: several more minutes.
 demo-node:
 	@echo "capo demo on a real node. The first run builds the Kubernetes node components from the Go module proxy."

@@ -27,12 +27,14 @@ const (
 )
 
 // TestDemoNode is `make demo-node`: the demo's story on the real node, one
-// node before and after opting in. The Kafka brokers are bare pods with a
-// brokerId label, as operators such as Strimzi run them: nothing re-creates
-// one the moment it is evicted, so the next pod to start is another app's.
+// node before and after opting in, then two nodes with traffic. The Kafka
+// brokers are bare pods with a brokerId label, as operators such as
+// Strimzi run them: nothing re-creates one the moment it is evicted, so the
+// next pod to start is another app's. The redis member is a StatefulSet's:
+// it comes back, and capo gives it its address (demo_redis_test.go).
 func TestDemoNode(t *testing.T) {
 	if os.Getenv("CAPO_DEMO_NODE") == "" {
-		t.Skip("the story `make demo-node` tells; TestKubeletEvictionReserves checks the same ground")
+		t.Skip("the story `make demo-node` tells; TestKubeletEvictionReserves and TestTrafficFollowsTheReturnedAddress check the same ground")
 	}
 	if err := bed.EnsurePriorityClasses(context.Background()); err != nil {
 		t.Fatal(err)
@@ -40,6 +42,8 @@ func TestDemoNode(t *testing.T) {
 	say("\ncapo demo on a real node: a kubelet, containerd and runc, Calico v3.31.0's CNI as calico-node installs it,")
 	say("and capo from its image, run by the chart's DaemonSet and Deployment. One node, an 8-address Calico pool,")
 	say("full: 4 Kafka broker pods (label brokerId) and 4 web pods. First as plain Calico, then opted in to capo.")
+	say("Then a second node joins, and a client there keeps talking to a redis StatefulSet member on the first node")
+	say("while the kubelet evicts the member and the StatefulSet brings it back.")
 	pool, cidr := bed.NewPool(t, 29)
 	ns := bed.Namespace(t, "kafka", pool, true)
 	h := bed.WatchPods(t, ns)
@@ -77,7 +81,11 @@ func TestDemoNode(t *testing.T) {
 		return nil
 	})
 	say("   %-22s %s released; web-next-1, waiting until now, got it", capoLabel, held)
-	say("\nverdict: capo kept %s out of reuse after a kubelet eviction; plain Calico handed %s to the next pod at once. PASS", held, plain)
+
+	back, silent := demoRedis(t)
+	// One line, for grep '^verdict:.*PASS$'.
+	say("\nverdict: capo kept %s out of reuse after a kubelet eviction; plain Calico handed %s to the next pod at once; "+
+		"redis-0 came back to its own %s and a client on the other node reached it again after %.1fs. PASS", held, plain, back, silent.Seconds())
 }
 
 // evict has the kubelet evict broker-3 and starts web-next-<n>; it returns
@@ -87,7 +95,7 @@ func evict(t *testing.T, h *nodebed.History, ns string, cidr *net.IPNet, label s
 	victim := bed.Pod(ns, "broker-3")
 	ip := victim.Status.PodIP
 	last := bed.PressureEvict(t, h, victim, brokerMiB<<20)
-	say("   %-22s broker-3 (%s) evicted: %s/%s", label, ip, last.Status.Phase, last.Status.Reason)
+	say("   %-22s broker-3 (%s) evicted: %s", label, ip, evictedAs(last))
 	if label == capoLabel {
 		nodebed.Eventually(t, 30*time.Second, "broker-3's address held", func() error { return bed.Held(ctx, cidr, ip, victim) })
 		entries, err := bed.Reservations(ctx)
