@@ -122,6 +122,17 @@ func TestTrafficFollowsTheReturnedAddress(t *testing.T) {
 // re-created) the same one on a new sandbox, and checks it has old's address.
 func back(t *testing.T, ns string, old *corev1.Pod, sameUID bool) *corev1.Pod {
 	t.Helper()
+	now := successor(t, ns, old, sameUID)
+	if now.Status.PodIP != old.Status.PodIP {
+		t.Fatalf("%s came back with %s, not its own address %s", old.Name, now.Status.PodIP, old.Status.PodIP)
+	}
+	return now
+}
+
+// successor waits for old's member to run again, as back does, whatever
+// its address.
+func successor(t *testing.T, ns string, old *corev1.Pod, sameUID bool) *corev1.Pod {
+	t.Helper()
 	var now *corev1.Pod
 	oldSandbox := old.Annotations["cni.projectcalico.org/containerID"]
 	nodebed.Eventually(t, 3*time.Minute, old.Name+" back", func() error {
@@ -138,9 +149,6 @@ func back(t *testing.T, ns string, old *corev1.Pod, sameUID bool) *corev1.Pod {
 		}
 		return nil
 	})
-	if now.Status.PodIP != old.Status.PodIP {
-		t.Fatalf("%s came back with %s, not its own address %s", old.Name, now.Status.PodIP, old.Status.PodIP)
-	}
 	return now
 }
 

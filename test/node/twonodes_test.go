@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/test/nodebed"
 )
 
@@ -120,6 +121,9 @@ func heldAnywhere(t *testing.T, cidr *net.IPNet, old *corev1.Pod) {
 // second by a /32 (over VXLAN, or via the second node's address
 // unencapsulated), which beats its own block's blackhole, and
 // clients on both nodes reach the member there, and only it, throughout.
+// Then the member ends for good (scaled away, held until its short
+// reservation time, released by capo-controller): the address is free in
+// Calico's IPAM and neither node routes it by a /32 any more.
 func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	ctx := context.Background()
 	n2 := bed.StartNode2(t)
@@ -154,6 +158,9 @@ func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
 		return bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now)
 	})
+	if host, err := bed.BlockHost(ctx, now.Status.PodIP); err != nil || host != bed.NodeName {
+		t.Fatalf("%s is in a block of node %q (%v), want %s's: not borrowed", now.Status.PodIP, host, err, bed.NodeName)
+	}
 	nodebed.Eventually(t, 30*time.Second, "the first node's /32 to the borrowed address, to the second node", func() error {
 		r, err := nodebed.HostRoute(now.Status.PodIP)
 		if err == nil && !strings.Contains(r, nodebed.AcrossRoute(true)) {
@@ -165,6 +172,61 @@ func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	reaches(t, ns, probe.Name, now, cidr)
 	reaches(t, ns, dialer.Name, now, cidr)
 	onlyMember(t, ns, probe.Name, old.Name)
+
+	if r, err := nodebed.HostRouteIn(n2.Netns(), now.Status.PodIP); err != nil || !strings.Contains(r, "dev "+nodebed.InterfacePrefix) {
+		t.Fatalf("the second node's route to %s/32 is %q (%v), want its veth's", now.Status.PodIP, r, err)
+	}
+	endForGood(t, ns, "db")
+	nodebed.Eventually(t, 30*time.Second, "db-0's address held", func() error {
+		return bed.HeldOn(ctx, n2.Name, cidr, now.Status.PodIP, now)
+	})
+	releasedUnrouted(t, n2, cidr, now.Status.PodIP)
+}
+
+// endForGood scales the StatefulSet to 0, keeping its removed members'
+// addresses for a short reservation time (capo.io/ip-reserve-time), long
+// enough to see them held before capo-controller releases them.
+func endForGood(t *testing.T, ns, set string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := bed.Kubectl(ctx, "-n", ns, "annotate", "statefulset", set,
+		release.ScaleDownAnnotation+"=keep", release.TTLAnnotation+"=5s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bed.Kubectl(ctx, "-n", ns, "scale", "statefulset", set, "--replicas=0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// releasedUnrouted waits until ip is released (neither allocated in
+// Calico's IPAM nor reserved) and routed by a /32 on neither node: the
+// second node sends it to the first, whose block it is.
+func releasedUnrouted(t *testing.T, n2 *nodebed.Node2, cidr *net.IPNet, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	nodebed.Eventually(t, 30*time.Second, ip+" released", func() error {
+		reserved, err := bed.Reserved(ctx)
+		if err != nil || reserved[ip] {
+			return fmt.Errorf("%s still reserved (%v)", ip, err)
+		}
+		allocs, err := bed.Allocations(ctx, cidr)
+		if a, ok := allocs[ip]; err != nil || ok {
+			return fmt.Errorf("%s allocated to %+v (%v)", ip, a, err)
+		}
+		return nil
+	})
+	nodebed.Eventually(t, 30*time.Second, "no /32 to "+ip+" on either node", func() error {
+		for _, netns := range []string{"", n2.Netns()} {
+			r, err := nodebed.HostRouteIn(netns, ip)
+			if err == nil && r != "" {
+				err = fmt.Errorf("netns %q still routes %s/32: %s", netns, ip, r)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nodebed.RoutedAcross(n2.Netns(), ip)
+	})
 }
 
 // cordon marks node unschedulable until uncordon or the test's end.

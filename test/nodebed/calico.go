@@ -71,20 +71,12 @@ type Alloc struct {
 // Allocations reads every allocation block and returns what holds each
 // address inside cidr: the handle and the pod Calico noted.
 func (b *Bed) Allocations(ctx context.Context, cidr *net.IPNet) (map[string]Alloc, error) {
-	bc, ok := b.Calico.(interface{ Backend() bapi.Client })
-	if !ok {
-		return nil, fmt.Errorf("the Calico client exposes no backend to read allocation blocks")
-	}
-	blocks, err := bc.Backend().List(ctx, model.BlockListOptions{}, "")
+	blocks, err := b.blocks(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing Calico's allocation blocks: %w", err)
+		return nil, err
 	}
 	out := map[string]Alloc{}
-	for _, kv := range blocks.KVPairs {
-		blk, ok := kv.Value.(*model.AllocationBlock)
-		if !ok {
-			return nil, fmt.Errorf("allocation block %v holds a %T", kv.Key, kv.Value)
-		}
+	for _, blk := range blocks {
 		for ord, idx := range blk.Allocations {
 			ip := blk.OrdinalToIP(ord)
 			if idx == nil || !cidr.Contains(ip.IP) {
@@ -99,6 +91,65 @@ func (b *Bed) Allocations(ctx context.Context, cidr *net.IPNet) (map[string]Allo
 		}
 	}
 	return out, nil
+}
+
+// BlockHost is the node the allocation block holding ip is affine to:
+// the node that assigns its addresses without borrowing.
+func (b *Bed) BlockHost(ctx context.Context, ip string) (string, error) {
+	blocks, err := b.blocks(ctx)
+	if err != nil {
+		return "", err
+	}
+	addr := net.ParseIP(ip)
+	for _, blk := range blocks {
+		if blk.CIDR.Contains(addr) {
+			return blk.Host(), nil
+		}
+	}
+	return "", fmt.Errorf("no allocation block holds %s", ip)
+}
+
+// blocks are Calico IPAM's allocation blocks, read from its datastore.
+func (b *Bed) blocks(ctx context.Context) ([]*model.AllocationBlock, error) {
+	bc, ok := b.Calico.(interface{ Backend() bapi.Client })
+	if !ok {
+		return nil, fmt.Errorf("the Calico client exposes no backend to read allocation blocks")
+	}
+	list, err := bc.Backend().List(ctx, model.BlockListOptions{}, "")
+	if err != nil {
+		return nil, fmt.Errorf("listing Calico's allocation blocks: %w", err)
+	}
+	out := make([]*model.AllocationBlock, 0, len(list.KVPairs))
+	for _, kv := range list.KVPairs {
+		blk, ok := kv.Value.(*model.AllocationBlock)
+		if !ok {
+			return nil, fmt.Errorf("allocation block %v holds a %T", kv.Key, kv.Value)
+		}
+		out = append(out, blk)
+	}
+	return out, nil
+}
+
+// StrictAffinity sets Calico's IPAMConfiguration strictAffinity (no node
+// assigns from another node's block) until t ends, then puts the
+// configuration back as it was.
+func (b *Bed) StrictAffinity(t testing.TB, on bool) {
+	t.Helper()
+	ctx := context.Background()
+	orig, err := b.Calico.IPAM().GetIPAMConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := *orig
+	cfg.StrictAffinity = on
+	if err := b.Calico.IPAM().SetIPAMConfig(ctx, cfg); err != nil {
+		t.Fatalf("setting IPAMConfiguration strictAffinity %v: %v", on, err)
+	}
+	t.Cleanup(func() {
+		if err := b.Calico.IPAM().SetIPAMConfig(ctx, *orig); err != nil {
+			t.Errorf("restoring IPAMConfiguration %+v: %v", *orig, err)
+		}
+	})
 }
 
 // Reservations are capo's reservations for the node, by address.

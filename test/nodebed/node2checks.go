@@ -155,9 +155,20 @@ func AcrossRoute(fromFirst bool) string {
 }
 
 // HostRoute is the first node's route to exactly ip/32, empty when none.
-func HostRoute(ip string) (string, error) {
-	out, err := exec.Command("ip", "route", "show", "exact", ip+"/32").CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+func HostRoute(ip string) (string, error) { return HostRouteIn("", ip) }
+
+// HostRouteIn is the route to exactly ip/32 in netns ("" for the
+// machine's, the first node's), empty when none.
+func HostRouteIn(netns, ip string) (string, error) {
+	args := []string{"route", "show", "exact", ip + "/32"}
+	if netns != "" {
+		args = append([]string{"-n", netns}, args...)
+	}
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // Netns is the node's network namespace.
