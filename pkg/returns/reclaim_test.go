@@ -63,7 +63,9 @@ func TestReclaim(t *testing.T) {
 		{"another network's handle", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "other-net.0123abcd" }, NodeGone, "cannot name that sandbox"},
 		{"a legacy handle", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "ns.redis-3" }, NodeGone, "cannot name that sandbox"},
 		{"no container ID", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "k8s-pod-network." }, NodeGone, "cannot name that sandbox"},
-		{"a container ID the CNI spec forbids", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "k8s-pod-network.a;IP=10.0.0.9" }, NodeGone, "cannot name that sandbox"},
+		{"a container ID the CNI spec forbids", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) {
+			h.Handle = "k8s-pod-network.a;IP=10.0.0.9"
+		}, NodeGone, "cannot name that sandbox"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
