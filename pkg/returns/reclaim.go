@@ -22,6 +22,19 @@ const (
 	NodeOutOfService Lost = "node-out-of-service" // tainted node.kubernetes.io/out-of-service: an operator says it is shut down
 )
 
+// Says is the reason in words, for an Event.
+func (l Lost) Says() string {
+	switch l {
+	case NodeGone:
+		return "its Node object is deleted"
+	case NodeUnreachable:
+		return "tainted " + corev1.TaintNodeUnreachable
+	case NodeOutOfService:
+		return "tainted " + corev1.TaintNodeOutOfService
+	}
+	return "not lost"
+}
+
 // LostNode says whether Kubernetes has declared node lost; nil is a Node
 // object that is gone. A node that is only NotReady (its kubelet still
 // reports, say under pressure or with its runtime down) is not: its
