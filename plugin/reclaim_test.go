@@ -36,8 +36,8 @@ func TestReturnAddReclaimsFirst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &addrDelegate{refused: map[string]bool{tc.refused: true}, fresh: "10.0.0.50", delErr: tc.delErr}
 			rep := &fakeReporter{}
-			rt := returning{offer: offer, podName: "ns/redis-3", args: "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", rep: rep,
-				sandbox: wire.Sandbox{Network: "net1", ContainerID: "n3w", IfName: "eth0"}}
+			sb := wire.Sandbox{Network: "net1", ContainerID: "n3w", IfName: "eth0"}
+			rt := returning{offer: offer, podName: "ns/redis-3", args: "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", rep: rep, sandbox: sb}
 			out, err := returnAdd(context.Background(), mustConf(t, testConf), d, rt)
 			if err != nil {
 				t.Fatal(err)
@@ -63,8 +63,8 @@ func TestReturnAddReclaimsFirst(t *testing.T) {
 func TestReclaimNamesAnotherSandboxOnly(t *testing.T) {
 	for _, id := range []string{"", "n3w", "a;IP=10.0.0.9", "-x"} {
 		d := &addrDelegate{fresh: "10.0.0.50"}
-		rt := returning{offer: &wire.Return{IPs: []string{"10.0.0.3"}, Reclaim: []wire.Reclaim{{ContainerID: id}}}, podName: "ns/redis-3",
-			sandbox: wire.Sandbox{ContainerID: "n3w"}, rep: &fakeReporter{}}
+		offer := &wire.Return{IPs: []string{"10.0.0.3"}, Reclaim: []wire.Reclaim{{ContainerID: id}}}
+		rt := returning{offer: offer, podName: "ns/redis-3", sandbox: wire.Sandbox{ContainerID: "n3w"}, rep: &fakeReporter{}}
 		if _, err := returnAdd(context.Background(), mustConf(t, testConf), d, rt); err != nil {
 			t.Fatal(err)
 		}
