@@ -142,14 +142,13 @@ fuzz-short:
 e2e:
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|nodebed:'; exit $${PIPESTATUS[0]}
 
-## test-node: the whole real-node suite (test/node, root), including what
-## CI's e2e leaves out for time: a node that really dies (two minutes), a
-## node's reboot, and the traffic tests again in the bed's second dataplane
-## configuration (unencapsulated pools, felix programming the routes between
-## nodes).
+## test-node: the whole real-node suite (test/node, root), as make e2e runs
+## it (a node that really dies and a node's reboot included), then the
+## traffic tests again in the bed's second dataplane configuration
+## (unencapsulated pools, felix programming the routes between nodes).
 test-node:
-	@set -o pipefail; CAPO_NODE_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/node/ 2>&1 | tee test-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|nodebed:'
-	@set -o pipefail; CAPO_NODE_DATAPLANE=unencapsulated $(GO) test -count=1 -timeout 20m -v -run 'TestTraffic|TestAnyNode' ./test/node/ 2>&1 | tee -a test-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|nodebed:'
+	@set -o pipefail; $(GO) test -count=1 -timeout 40m -v ./test/node/ 2>&1 | tee test-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|nodebed:'
+	@set -o pipefail; CAPO_NODE_DATAPLANE=unencapsulated $(GO) test -count=1 -timeout 20m -v -run 'TestTraffic|TestAnyNode|TestStrictAffinity' ./test/node/ 2>&1 | tee -a test-node.log | grep -E '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|nodebed:'
 
 ## bench: calico-ipam alone vs through capo, side by side in one run; the
 ## release planner and the controller at 10 000 reservations.

@@ -19,6 +19,7 @@ import (
 const (
 	eventReturned    = "AddressReturned"
 	eventNotReturned = "AddressNotReturned"
+	eventReclaimed   = "AddressReclaimed" // freed from the member's predecessor on a lost node, before its return
 )
 
 // explainReturn says whether pod, started again on its node, would get the
@@ -48,6 +49,9 @@ func (c *cli) explainReturn(pod *corev1.Pod, d selection.Decision) error {
 		}
 	}
 	fmt.Fprintf(c.out, "  address back on return: yes, %s (returnAddress %s), unless Calico has it allocated or its pool no longer fits; the pod's Events say\n", ips, mode)
+	if mode == config.ReturnAnyNode {
+		fmt.Fprintln(c.out, "    if Calico still has it allocated to this member's earlier sandbox on a node Kubernetes has declared lost (its Node deleted, or tainted unreachable or out-of-service), capo-ipam frees that allocation first (Event AddressReclaimed)")
+	}
 	return nil
 }
 
@@ -63,7 +67,7 @@ type returnEvent struct {
 // history of addresses given back, which reservations no longer show.
 func (c *cli) returns(f filter) ([]returnEvent, error) {
 	var out []returnEvent
-	for _, reason := range []string{eventReturned, eventNotReturned} {
+	for _, reason := range []string{eventReturned, eventNotReturned, eventReclaimed} {
 		evs, err := c.kube.CoreV1().Events(f.namespace).List(c.ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
 		if err != nil {
 			return nil, fmt.Errorf("reading Events %s: %w", reason, err)
@@ -117,10 +121,7 @@ func (c *cli) printReturns(evs []returnEvent) {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "POD\tOUTCOME\tAGE\tMESSAGE")
 	for _, e := range evs {
-		outcome := "returned"
-		if e.Reason == eventNotReturned {
-			outcome = "not returned"
-		}
+		outcome := map[string]string{eventReturned: "returned", eventNotReturned: "not returned", eventReclaimed: "reclaimed"}[e.Reason]
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.Pod, outcome, human(c.now.Sub(e.At)), e.Message)
 	}
 	_ = w.Flush()

@@ -1,6 +1,7 @@
 package capoctl
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -53,6 +55,29 @@ func TestExplainSaysWhetherTheAddressComesBack(t *testing.T) {
 	}
 }
 
+// Under anyNode explain says the address also comes back from the
+// member's predecessor on a lost node.
+func TestExplainAnyNodeSaysAboutALostNode(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-3", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
+	c := newCtl(t, node, ns, brokerPod("worker-3", nil))
+	cm, err := c.kube.CoreV1().ConfigMaps("capo-system").Get(context.Background(), "capo-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[config.ConfigMapKey] += "returnAddress: anyNode\n"
+	if _, err := c.kube.CoreV1().ConfigMaps("capo-system").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := entry("10.42.7.19", "broker-2", 10*time.Minute)
+	e.OwnerUID = "set-1"
+	c.reserve("worker-5", e)
+	code, out, errw := c.run("", "explain", "kafka/broker-2")
+	if code != 0 || !strings.Contains(out, "yes, 10.42.7.19 (returnAddress anyNode)") || !strings.Contains(out, "declared lost") || !strings.Contains(out, "AddressReclaimed") {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
+	}
+}
+
 func TestExplainNothingHeldForANewSet(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-3", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka", Labels: map[string]string{selection.NamespaceLabel: selection.Enabled}}}
@@ -76,10 +101,11 @@ func TestListShowsReturns(t *testing.T) {
 	c := newCtl(t,
 		ev("a", eventNotReturned, "capo holds 10.42.7.19 for this pod but did not give it back: 10.42.7.19 is allocated to pod kafka/x", 5*time.Minute),
 		ev("b", eventReturned, "capo gave this pod back 10.42.7.19", time.Minute),
-		ev("c", "IPReservationReleased", "capo released the reservation of 10.42.7.20 (ttl)", time.Minute))
+		ev("c", "IPReservationReleased", "capo released the reservation of 10.42.7.20 (ttl)", time.Minute),
+		ev("d", eventReclaimed, "capo freed 10.42.7.19 from this member's earlier sandbox 0123 on node worker-5", 2*time.Minute))
 	code, out, _ := c.run("", "list")
 	if code != 0 || !strings.Contains(out, "kafka/broker-2  returned      1m0s  capo gave this pod back 10.42.7.19") ||
-		!strings.Contains(out, "kafka/broker-2  not returned  5m0s") || strings.Contains(out, "10.42.7.20") {
+		!strings.Contains(out, "kafka/broker-2  not returned  5m0s") || !strings.Contains(out, "kafka/broker-2  reclaimed     2m0s  capo freed") || strings.Contains(out, "10.42.7.20") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	if strings.Index(out, "not returned") > strings.Index(out, "  returned") {

@@ -99,6 +99,7 @@ func applyCalicoAnnotations(delegate json.RawMessage, nsAnn, podAnn map[string]s
 // server is asked directly, so an ADD never depends on the agent.
 type agentAnnotations struct {
 	agent    annotationsAgent
+	network  string // the netconf's name, which the agent checks a predecessor's handle against
 	timeout  time.Duration
 	fallback Annotations
 	// awaited reports whether the host's journal holds a teardown of the
@@ -110,7 +111,7 @@ type agentAnnotations struct {
 
 // annotationsAgent is the agent's side of agentAnnotations (a wire.Client).
 type annotationsAgent interface {
-	IPAMAnnotations(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error)
+	IPAMAnnotationsFor(ctx context.Context, req *wire.AnnotationsRequest) (*wire.AnnotationsResponse, error)
 }
 
 // maxAgentWait bounds how long an ADD waits for an agent that is away
@@ -156,7 +157,7 @@ func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.Annot
 func (a agentAnnotations) ask(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
 	actx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	return a.agent.IPAMAnnotations(actx, pod)
+	return a.agent.IPAMAnnotationsFor(actx, &wire.AnnotationsRequest{Pod: pod, Network: a.network})
 }
 
 // sleepCtx sleeps d, or less if ctx ends first (then false).

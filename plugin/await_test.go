@@ -13,10 +13,12 @@ import (
 // slowAgent is unreachable for its first `away` asks.
 type slowAgent struct {
 	away, asked int
+	network     string // the last request's
 }
 
-func (a *slowAgent) IPAMAnnotations(context.Context, wire.PodRef) (*wire.AnnotationsResponse, error) {
+func (a *slowAgent) IPAMAnnotationsFor(_ context.Context, req *wire.AnnotationsRequest) (*wire.AnnotationsResponse, error) {
 	a.asked++
+	a.network = req.Network
 	if a.asked <= a.away {
 		return nil, errors.New("dial unix /var/run/capo/agent.sock: connect: no such file or directory")
 	}
@@ -49,7 +51,7 @@ func TestAddWaitsForTheAgentOnlyForItsOwnJournaledTeardown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			agent, fb := &slowAgent{away: tc.away}, &countingFallback{}
 			a := agentAnnotations{
-				agent: agent, timeout: time.Second, fallback: fb, retry: 10 * time.Millisecond,
+				agent: agent, network: "k8s-pod-network", timeout: time.Second, fallback: fb, retry: 10 * time.Millisecond,
 				awaited: func(p wire.PodRef) bool { return tc.awaited && p == pod },
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
@@ -62,6 +64,9 @@ func TestAddWaitsForTheAgentOnlyForItsOwnJournaledTeardown(t *testing.T) {
 			}
 			if got := resp.Return != nil; got != tc.wantIPs {
 				t.Fatalf("got the agent's offer: %v, want %v (asked the agent %d times, the API server %d)", got, tc.wantIPs, agent.asked, fb.asked)
+			}
+			if tc.wantIPs && agent.network != "k8s-pod-network" {
+				t.Fatalf("the agent was told network %q: it checks a predecessor's handle against it", agent.network)
 			}
 			if tc.asked > 0 && agent.asked != tc.asked {
 				t.Fatalf("asked the agent %d times, want %d", agent.asked, tc.asked)

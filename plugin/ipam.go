@@ -86,7 +86,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	defer c.done()
 	st.done("setup")
 	agent := wire.NewClient(c.conf.IPAM.AgentSocket)
-	ann := agentAnnotations{agent: agent, timeout: 2 * time.Second, awaited: teardownAwaited(c.journal), retry: 250 * time.Millisecond}
+	ann := agentAnnotations{agent: agent, network: c.conf.Name, timeout: 2 * time.Second, awaited: teardownAwaited(c.journal), retry: 250 * time.Millisecond}
 	if kc := calicoSettingsOf(c.conf).Kubernetes.Kubeconfig; kc != "" {
 		ann.fallback = kubeAnnotations{kubeconfig: kc, paths: c.d.Paths}
 	}

@@ -63,7 +63,9 @@ type returning struct {
 }
 
 // returnAdd is the ADD of a pod the agent offered addresses to: each
-// requested from the delegate, all of them or none. If the delegate
+// requested from the delegate, all of them or none, after freeing any
+// allocation of them the offer names (reclaim) within the same share of
+// the deadline. If the delegate
 // refuses one, what it assigned is released and the pod gets an ordinary
 // ADD with fresh addresses; the reservation stays, and the agent hears why.
 // A return that succeeds does not end the reservation either: the agent
@@ -84,6 +86,17 @@ func returnAdd(ctx context.Context, conf *NetConf, d Delegate, rt returning) ([]
 		return d.Invoke(ctx, "ADD", conf)
 	}
 	actx, cancel := context.WithTimeout(ctx, returnShare(ctx))
+	if len(ret.Reclaim) > 0 {
+		freed, err := reclaim(actx, d, conf, rt)
+		outcome.Reclaimed = freed
+		if err != nil {
+			cancel()
+			slog.Warn("a returning pod gets fresh addresses: its predecessor's allocation was not freed", "pod", rt.podName, "ips", ret.IPs, "err", err)
+			fellBackReclaiming(outcome, err)
+			report(rt.rep, outcome)
+			return d.Invoke(ctx, "ADD", conf)
+		}
+	}
 	out, assigned, err := requestAll(actx, r, conf, rt.args, ret.IPs)
 	timedOut := actx.Err() != nil
 	cancel()

@@ -17,6 +17,7 @@ type addrDelegate struct {
 	calls   []string
 	refused map[string]bool
 	fresh   string
+	delErr  error // for another sandbox's DEL
 }
 
 func (d *addrDelegate) Invoke(_ context.Context, cmd string, _ *NetConf) ([]byte, error) {
@@ -36,6 +37,11 @@ func (d *addrDelegate) Request(_ context.Context, _ *NetConf, args, ip string) (
 		return nil, errors.New("Address already assigned in block")
 	}
 	return result(ip), nil
+}
+
+func (d *addrDelegate) ReleaseSandbox(_ context.Context, _ *NetConf, containerID string) error {
+	d.calls = append(d.calls, "DEL "+containerID)
+	return d.delErr
 }
 
 func result(ip string) []byte {

@@ -105,6 +105,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
 		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics,
 		sandboxes: calicoSandboxes{calico: calico},
+		nodes:     kube.CoreV1().Nodes(),
 		cooldown:  &calicoview.Cooldown{REST: kube.Discovery().RESTClient(), Every: time.Minute},
 	}
 	a.returner = ret

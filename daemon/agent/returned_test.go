@@ -219,7 +219,7 @@ func TestOfferReadsTheReservationsAfresh(t *testing.T) {
 	if _, err := store.Release(ctx, []reserve.Ref{entries[0].Ref()}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}); got != nil {
+	if got := r.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network"); got != nil {
 		t.Fatalf("offered %+v from a stale index", got)
 	}
 }

@@ -44,6 +44,9 @@ type returner struct {
 	// confirmFor bounds how long a reported return is watched for its
 	// sandbox to come up; past it, the periodic reconcile takes over.
 	confirmFor time.Duration
+	// nodes reads the Node a predecessor's allocation names, to learn
+	// whether Kubernetes has declared it lost (returns.Reclaim); nil: never.
+	nodes nodeGetter
 
 	// locks order the end of a returned address's reservation with new
 	// reservations of the same address (guard), address by address.
@@ -65,10 +68,12 @@ type returner struct {
 	inflight sync.WaitGroup
 }
 
-// offer is an offer made to a pod: its object then, and the addresses.
+// offer is an offer made to a pod: its object then, the addresses, and
+// the predecessors' allocations capo-ipam is to free first.
 type offer struct {
-	pod *corev1.Pod
-	ips []string
+	pod     *corev1.Pod
+	ips     []string
+	reclaim []returns.Predecessor
 }
 
 // wait waits for the returns in flight, until ctx ends.
@@ -84,13 +89,13 @@ func (r *returner) wait(ctx context.Context) {
 // maxOffered bounds the offers remembered while their reports are awaited.
 const maxOffered = 256
 
-func (r *returner) rememberOffer(pod *corev1.Pod, ips []string) {
+func (r *returner) rememberOffer(pod *corev1.Pod, ips []string, reclaim ...returns.Predecessor) {
 	r.offeredMu.Lock()
 	defer r.offeredMu.Unlock()
 	if r.offered == nil || len(r.offered) >= maxOffered {
 		r.offered = map[types.UID]offer{}
 	}
-	r.offered[pod.UID] = offer{pod: pod, ips: ips}
+	r.offered[pod.UID] = offer{pod: pod, ips: ips, reclaim: reclaim}
 }
 
 // takeOffer is the offer made to the pod uid covering every one of ips,
@@ -143,8 +148,9 @@ func (r *returner) guard(ips []string) func() {
 }
 
 // offer is the Return for pod, or nil when it is not a candidate or
-// nothing is held for it.
-func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.PartialObjectMetadata, d selection.Decision) *wire.Return {
+// nothing is held for it. network is the netconf capo-ipam asks under
+// ("" from a capo-ipam that does not say, which is offered no reclaim).
+func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.PartialObjectMetadata, d selection.Decision, network string) *wire.Return {
 	mode := r.mode()
 	if ok, _ := returns.Candidate(mode, pod, d); !ok {
 		return nil
@@ -170,15 +176,21 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	}
 	view.Cooldown = r.readCooldown(ctx)
 	ns := namespaceOf(nsMeta)
+	var preds []returns.Predecessor
 	for _, e := range held {
-		if reason, why := returns.Check(mode, e, view.Facts(e, ns, pod.Annotations)); reason != "" {
+		f := view.Facts(e, ns, pod.Annotations)
+		if p := r.predecessor(ctx, mode, pod, e, f.Holder, network); p != nil {
+			f.Holder = nil // capo-ipam frees it first: judged as free
+			preds = appendPredecessor(preds, *p)
+		}
+		if reason, why := returns.Check(mode, e, f); reason != "" {
 			return r.refuse(pod, held, reason, why)
 		}
 	}
 	r.metrics.returns.WithLabelValues("offered", "").Inc()
-	r.rememberOffer(pod, returns.IPs(held))
-	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held))
-	return &wire.Return{IPs: returns.IPs(held)}
+	r.rememberOffer(pod, returns.IPs(held), preds...)
+	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held), "reclaim", preds)
+	return &wire.Return{IPs: returns.IPs(held), Reclaim: wireReclaim(preds)}
 }
 
 // readCooldown is Calico's IP cooldown, said once in the log when it

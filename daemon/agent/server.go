@@ -204,7 +204,7 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	if ok, _ := returns.Candidate(a.returner.mode(), pod, d); ok && a.replay != nil {
 		a.replay(ctx, req.Pod)
 	}
-	resp.Return = a.returner.offer(ctx, pod, ns, d)
+	resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -234,6 +234,7 @@ func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	if pod == nil {
 		pod = made.pod
 	}
+	a.returner.reclaimed(pod, made, &o)
 	if o.Outcome == wire.Returned {
 		a.returner.expect(o.IPs)
 		a.returner.inflight.Add(1)

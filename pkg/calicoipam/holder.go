@@ -24,6 +24,7 @@ type Holder struct {
 	Handle    string
 	Namespace string // the pod's, as the calico plugin recorded it
 	Pod       string
+	Node      string // where it was assigned, as calico-ipam recorded it ("node")
 }
 
 // Is reports whether h is the given pod's allocation.
@@ -41,7 +42,7 @@ func Who(ctx context.Context, r Reader, ip netip.Addr) (*Holder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading who holds %s: %w", ip, err)
 	}
-	h := &Holder{Namespace: attrs[ipam.AttributeNamespace], Pod: attrs[ipam.AttributePod]}
+	h := &Holder{Namespace: attrs[ipam.AttributeNamespace], Pod: attrs[ipam.AttributePod], Node: attrs[ipam.AttributeNode]}
 	if handle != nil {
 		h.Handle = *handle
 	}

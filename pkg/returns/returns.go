@@ -43,10 +43,11 @@ const (
 	Unreadable     Reason = "unreadable"        // the datastore could not be read in time
 	HeldForOther   Reason = "held-for-another"  // the address is also reserved for another pod's identity
 	Cooling        Reason = "cooling"           // Calico's ipCooldownSeconds keeps the released address to its old sandbox
+	ReclaimFailed  Reason = "reclaim-failed"    // calico-ipam's DEL of the member's predecessor on a lost node failed
 )
 
 // Reasons lists every Reason, for metrics.
-var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable, HeldForOther, Cooling}
+var Reasons = []Reason{NotCandidate, NothingHeld, Allocated, NoPool, PoolNotForNode, OtherNode, StrictAffinity, NotRouted, Families, Refused, Unreadable, HeldForOther, Cooling, ReclaimFailed}
 
 // Candidate reports whether pod may get addresses back, or why not:
 // selected on this node, not opted out, with returnAddress on. d is the

@@ -49,8 +49,14 @@ func (c *Client) Reserve(ctx context.Context, req *ReserveRequest) (*ReserveResp
 
 // IPAMAnnotations asks for a pod's Calico IPAM annotations.
 func (c *Client) IPAMAnnotations(ctx context.Context, pod PodRef) (*AnnotationsResponse, error) {
+	return c.IPAMAnnotationsFor(ctx, &AnnotationsRequest{Pod: pod})
+}
+
+// IPAMAnnotationsFor asks for them with the whole request: the network
+// too, which an offer that frees a predecessor's allocation needs.
+func (c *Client) IPAMAnnotationsFor(ctx context.Context, req *AnnotationsRequest) (*AnnotationsResponse, error) {
 	var out AnnotationsResponse
-	if err := c.call(ctx, AnnotationsPath, &AnnotationsRequest{Pod: pod}, &out); err != nil {
+	if err := c.call(ctx, AnnotationsPath, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -100,6 +100,12 @@ type ErrorResponse struct {
 // its namespace.
 type AnnotationsRequest struct {
 	Pod PodRef `json:"pod"`
+	// Network is the netconf's name (Calico's handles are
+	// <network>.<containerID>). The agent offers to free a predecessor's
+	// allocation (Return.Reclaim) only to a capo-ipam that names it: one
+	// that does not (capo 0.1.0) would not know the field, and gets the
+	// refusal it always did.
+	Network string `json:"network,omitempty"`
 }
 
 // AnnotationsResponse carries only the cni.projectcalico.org/ annotations,
@@ -124,6 +130,18 @@ type Return struct {
 	Held   []string `json:"held,omitempty"`
 	Reason string   `json:"reason,omitempty"`
 	Why    string   `json:"why,omitempty"`
+	// Reclaim are allocations of IPs that capo-ipam frees first, by
+	// calico-ipam's DEL for their sandbox: the member's own predecessor on
+	// a node Kubernetes has declared lost, which will never run that DEL.
+	// A capo-ipam that does not know the field requests IPs, calico-ipam
+	// refuses them (still allocated), and the pod gets fresh addresses.
+	Reclaim []Reclaim `json:"reclaim,omitempty"`
+}
+
+// Reclaim names a sandbox whose allocation capo-ipam frees before a return.
+type Reclaim struct {
+	ContainerID string `json:"containerID"` // CNI_CONTAINERID of calico-ipam's DEL; the handle is <network>.<containerID>
+	Node        string `json:"node"`        // the lost node it was allocated on, for the log
 }
 
 // ReturnOutcome tells the agent how an offer ended: Returned (the pod has
@@ -139,6 +157,9 @@ type ReturnOutcome struct {
 	Outcome string   `json:"outcome"`
 	Reason  string   `json:"reason,omitempty"`
 	Why     string   `json:"why,omitempty"`
+	// Reclaimed are the container IDs of the offer's Reclaim whose
+	// allocations calico-ipam's DEL freed, whatever the outcome.
+	Reclaimed []string `json:"reclaimed,omitempty"`
 }
 
 // Outcomes of an offer.

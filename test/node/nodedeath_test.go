@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,18 +20,17 @@ import (
 // Node goes NotReady; its Node object is then deleted, as a cloud
 // provider's node controller does for a machine that is gone, and the pod
 // GC deletes its pods. capo-controller reserves the member's address for
-// the lost node while Calico still has it allocated. Calico's own GC (real
+// the lost node while Calico still has it allocated: Calico's own GC (real
 // kube-controllers, 10 s leak grace) keeps that allocation while a pod of
-// the member's name exists unscheduled, and frees it only once the
-// successor is scheduled on another node: the successor's ADD comes first,
-// so even under returnAddress anyNode it gets a fresh address (the old one
-// is still allocated), and the old address, once Calico frees it, stays
-// reserved. A client that probed the old address all along never got an
-// answer from any other pod.
+// the member's name exists unscheduled, so the successor's ADD comes
+// first. Under returnAddress anyNode capo-ipam frees the allocation the
+// way the lost node's runtime would have (calico-ipam's DEL of the old
+// sandbox) and asks for the address: the successor comes back on the
+// first node with its own address and answers there, the reservation
+// ends once it is up, and the address was never free and unreserved. A
+// client that probed the old address all along never got an answer from
+// any other pod.
 func TestNodeDiesAddressStaysReserved(t *testing.T) {
-	if os.Getenv("CAPO_NODE_FULL") == "" {
-		t.Skip("a node's death takes two minutes (NotReady, Calico's GC): run by make test-node, not by CI's make e2e")
-	}
 	ctx := context.Background()
 	n2 := bed.StartNode2(t)
 	n2.WaitAgent(t)
@@ -51,7 +50,10 @@ func TestNodeDiesAddressStaysReserved(t *testing.T) {
 	ip := old.Status.PodIP
 	probe := bed.EchoClientOn(t, ns, "probe", bed.NodeName, nodebed.EchoAddr(old))
 	answered(t, ns, probe.Name, old, time.Time{})
+	guard := guardAddresses(t, ns, cidr, map[string]*corev1.Pod{old.Name: old}, n2.StateDir())
+	reclaims := agentMetric(t, returnsMetric, `outcome="reclaimed"`, `reason="node-gone"`)
 
+	died := time.Now()
 	if err := n2.Die(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +69,7 @@ func TestNodeDiesAddressStaysReserved(t *testing.T) {
 		}
 		return fmt.Errorf("%s still Ready", n2.Name)
 	})
+	t.Logf("%s NotReady %s after it died", n2.Name, time.Since(died).Round(time.Second))
 	if err := bed.Kube.CoreV1().Nodes().Delete(ctx, n2.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +80,8 @@ func TestNodeDiesAddressStaysReserved(t *testing.T) {
 		}
 		return fmt.Errorf("db-0 (uid %s) still there (%v)", old.UID, err)
 	})
+	// capo-controller reserves before Calico's GC could free it: the
+	// address is still allocated to the lost sandbox here.
 	nodebed.Eventually(t, 30*time.Second, "capo-controller's reservation for the lost pod", func() error {
 		reserved, err := bed.Reserved(ctx)
 		if err == nil && !reserved[ip] {
@@ -84,43 +89,50 @@ func TestNodeDiesAddressStaysReserved(t *testing.T) {
 		}
 		return err
 	})
+	oldHandle := "k8s-pod-network." + old.Annotations["cni.projectcalico.org/containerID"]
+	if allocs, err := bed.Allocations(ctx, cidr); err != nil || allocs[ip].Handle != oldHandle {
+		t.Fatalf("%s reserved, and allocated to %+v (%v): want still the lost sandbox %s", ip, allocs[ip], err, oldHandle)
+	}
+	t.Logf("%s reserved %s after %s died, still allocated to its lost sandbox", ip, time.Since(died).Round(time.Second), n2.Name)
 
+	start := time.Now()
 	uncordon(t, bed.NodeName)
-	var now *corev1.Pod
-	nodebed.Eventually(t, 2*time.Minute, "the new db-0 running on "+bed.NodeName, func() error {
-		now = bed.Pod(ns, old.Name)
-		if now == nil || now.UID == old.UID || now.Status.Phase != corev1.PodRunning || now.Status.PodIP == "" {
-			return fmt.Errorf("no running successor yet")
-		}
-		return nil
-	})
+	now := back(t, ns, old, false)
 	if now.Spec.NodeName != bed.NodeName {
 		t.Fatalf("db-0 came back on %s, want %s", now.Spec.NodeName, bed.NodeName)
 	}
-	t.Logf("the successor got %s (the lost member had %s)", now.Status.PodIP, ip)
+	t.Logf("the successor runs on %s with %s %s after the uncordon", now.Spec.NodeName, now.Status.PodIP, time.Since(start).Round(time.Millisecond))
+	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
+		return bed.AllocatedTo(ctx, cidr, ip, now)
+	})
+	t.Logf("its reservation ended %s after the uncordon", time.Since(start).Round(time.Millisecond))
+	answered(t, ns, probe.Name, now, start)
 	reaches(t, ns, probe.Name, now, cidr)
-	nodebed.Eventually(t, 2*time.Minute, "Calico's GC to free the lost member's allocation", func() error {
-		allocs, err := bed.Allocations(ctx, cidr)
+	if got := agentMetric(t, returnsMetric, `outcome="reclaimed"`, `reason="node-gone"`); got != reclaims+1 {
+		t.Errorf("the agent counted %v reclaims from a deleted node, want %v", got, reclaims+1)
+	}
+	reclaimedEvent(t, ns, now, n2.Name)
+	if err := guard.stop(); err != nil {
+		t.Fatal(err)
+	}
+	onlyMember(t, ns, probe.Name, old.Name)
+}
+
+// reclaimedEvent checks the agent's Event on the successor naming the lost
+// node its predecessor's allocation was freed from.
+func reclaimedEvent(t *testing.T, ns string, pod *corev1.Pod, lost string) {
+	t.Helper()
+	nodebed.Eventually(t, 10*time.Second, "the AddressReclaimed Event on "+pod.Name, func() error {
+		evs, err := bed.Kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=AddressReclaimed,involvedObject.name=" + pod.Name})
 		if err != nil {
 			return err
 		}
-		if a, ok := allocs[ip]; ok && a.Pod == old.Name && a.Handle == "k8s-pod-network."+old.Annotations["cni.projectcalico.org/containerID"] {
-			return fmt.Errorf("%s still allocated to the lost sandbox", ip)
+		for _, e := range evs.Items {
+			if e.InvolvedObject.UID == pod.UID && strings.Contains(e.Message, "on node "+lost) {
+				t.Logf("Event %s: %s", e.Reason, e.Message)
+				return nil
+			}
 		}
-		return nil
+		return fmt.Errorf("%d AddressReclaimed Events, none for uid %s naming node %s", len(evs.Items), pod.UID, lost)
 	})
-	if now.Status.PodIP != ip {
-		reserved, err := bed.Reserved(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		allocs, err := bed.Allocations(ctx, cidr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a, ok := allocs[ip]; ok || !reserved[ip] {
-			t.Fatalf("%s after Calico's GC: allocated %+v, reserved %v; want free in IPAM and reserved", ip, a, reserved[ip])
-		}
-	}
-	onlyMember(t, ns, probe.Name, old.Name)
 }

@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// nodeGetter reads one Node (the typed client's NodeInterface has it).
+type nodeGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+}
+
+// predecessor is the allocation of e's address capo-ipam is to free before
+// requesting it for pod (returns.Reclaim), or nil. The holder's Node is
+// read only once everything else allows it: first the rule is asked as if
+// that node were lost.
+func (r *returner) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *calicoipam.Holder, network string) *returns.Predecessor {
+	if r.nodes == nil || h == nil {
+		return nil
+	}
+	if p, _ := returns.Reclaim(mode, pod, e, r.node, network, h, returns.NodeGone); p == nil {
+		return nil
+	}
+	node, err := r.nodes.Get(ctx, h.Node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		node = nil
+	case err != nil:
+		slog.Info("not freeing a returning member's address from its predecessor: its node could not be read", "pod", pod.Namespace+"/"+pod.Name, "ip", e.IP, "node", h.Node, "err", err)
+		return nil
+	}
+	p, why := returns.Reclaim(mode, pod, e, r.node, network, h, returns.LostNode(node))
+	if p == nil {
+		slog.Info("not freeing a returning member's address from its predecessor", "pod", pod.Namespace+"/"+pod.Name, "ip", e.IP, "why", why)
+	}
+	return p
+}
+
+// appendPredecessor adds p unless its sandbox is there already (one
+// sandbox holds both families of a dual-stack pod).
+func appendPredecessor(ps []returns.Predecessor, p returns.Predecessor) []returns.Predecessor {
+	if slices.ContainsFunc(ps, func(q returns.Predecessor) bool { return q.ContainerID == p.ContainerID }) {
+		return ps
+	}
+	return append(ps, p)
+}
+
+func wireReclaim(ps []returns.Predecessor) []wire.Reclaim {
+	var out []wire.Reclaim
+	for _, p := range ps {
+		out = append(out, wire.Reclaim{ContainerID: p.ContainerID, Node: p.Node})
+	}
+	return out
+}
+
+// reclaimed records what capo-ipam reports it freed, of what the offer
+// named only: in the log, the metrics (outcome reclaimed, the reason the
+// node counts as lost) and an Event on the pod.
+func (r *returner) reclaimed(pod *corev1.Pod, made offer, o *wire.ReturnOutcome) {
+	for _, p := range made.reclaim {
+		if !slices.Contains(o.Reclaimed, p.ContainerID) {
+			continue
+		}
+		r.metrics.returns.WithLabelValues("reclaimed", string(p.Lost)).Inc()
+		slog.Info("freed a returning member's address from its predecessor on a lost node", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", made.ips, "sandbox", p.ContainerID, "node", p.Node, "lost", p.Lost, "outcome", o.Outcome)
+		if pod != nil {
+			r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReclaimed",
+				"capo freed %s from this member's earlier sandbox %s on node %s (%s), which will never tear it down, and asked for it back; it stayed reserved for this pod throughout",
+				strings.Join(made.ips, " and "), reserve.SandboxOf(p.ContainerID), p.Node, p.Lost.Says())
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/reservetest"
+	"github.com/capo-net/capo/pkg/returns"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// fakeNodes answers Node reads: present ones by name, err for all if set.
+type fakeNodes struct {
+	nodes map[string]*corev1.Node
+	err   error
+	reads int
+}
+
+func (f *fakeNodes) Get(_ context.Context, name string, _ metav1.GetOptions) (*corev1.Node, error) {
+	f.reads++
+	if f.err != nil {
+		return nil, f.err
+	}
+	if n, ok := f.nodes[name]; ok {
+		return n, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+}
+
+// The agent names the predecessor to free only when Kubernetes has
+// declared its node lost, and reads that Node only when the rest allows.
+func TestPredecessorOnlyOnALostNode(t *testing.T) {
+	ctx := context.Background()
+	_, pod := returnerHolding(t, reservetest.NewStore(reserve.DefaultLimits))
+	pod.UID = "pod-new"
+	e := reserve.Entry{IP: "10.0.0.3", Node: "n2", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
+	pred := &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2"}
+	tainted := func(key string) *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: key, Effect: corev1.TaintEffectNoExecute}}}}
+	}
+	cases := []struct {
+		name   string
+		nodes  *fakeNodes
+		holder *calicoipam.Holder
+		want   returns.Lost // "" = nothing freed
+		reads  int
+	}{
+		{"Node gone", &fakeNodes{}, pred, returns.NodeGone, 1},
+		{"unreachable", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeUnreachable)}}, pred, returns.NodeUnreachable, 1},
+		{"out of service", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeOutOfService)}}, pred, returns.NodeOutOfService, 1},
+		{"NotReady, kubelet reporting", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeNotReady)}}, pred, "", 1},
+		{"Node unreadable", &fakeNodes{err: errors.New("timeout")}, pred, "", 1},
+		{"another pod's allocation", &fakeNodes{}, &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "web-1", Node: "n2"}, "", 0},
+		{"free", &fakeNodes{}, nil, "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &returner{node: "n1", nodes: tc.nodes}
+			got := r.predecessor(ctx, config.ReturnAnyNode, pod, e, tc.holder, "k8s-pod-network")
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("freeing %+v", got)
+			case tc.want != "" && (got == nil || got.Lost != tc.want || got.ContainerID != "0ld"):
+				t.Fatalf("%+v, want sandbox 0ld freed, node %s", got, tc.want)
+			}
+			if tc.nodes.reads != tc.reads {
+				t.Errorf("%d Node reads, want %d", tc.nodes.reads, tc.reads)
+			}
+		})
+	}
+}
+
+// What capo-ipam reports freed is recorded (log, metric, Event) for the
+// sandboxes the offer named only.
+func TestReclaimedIsRecordedForTheOfferOnly(t *testing.T) {
+	store := reservetest.NewStore(reserve.DefaultLimits)
+	r, pod := returnerHolding(t, store)
+	rec := record.NewFakeRecorder(10)
+	r.recorder = rec
+	r.rememberOffer(pod, []string{"10.0.0.3"}, returns.Predecessor{Handle: "k8s-pod-network.0ld", ContainerID: "0ld", Node: "n2", Lost: returns.NodeGone})
+	srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
+	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"sandbox":{"network":"k8s-pod-network","containerID":"new"},"ips":["10.0.0.3"],"outcome":"fell-back","reason":"refused","reclaimed":["0ld","other"]}`
+	w := httptest.NewRecorder()
+	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(body)))
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if got := testutil.ToFloat64(r.metrics.returns.WithLabelValues("reclaimed", string(returns.NodeGone))); got != 1 {
+		t.Fatalf("reclaimed counted %v, want 1", got)
+	}
+	var reclaimed []string
+	for len(rec.Events) > 0 {
+		if ev := <-rec.Events; strings.Contains(ev, "AddressReclaimed") {
+			reclaimed = append(reclaimed, ev)
+		}
+	}
+	if len(reclaimed) != 1 || !strings.Contains(reclaimed[0], "sandbox 0ld on node n2 (its Node object is deleted)") {
+		t.Fatalf("Events %q", reclaimed)
+	}
+}
