@@ -25,26 +25,9 @@ import (
 // stays held for it, allocated to no one, and no other pod answers on it.
 func TestStrictAffinityGivesAFreshAddressAcross(t *testing.T) {
 	ctx := context.Background()
-	n2 := bed.StartNode2(t)
-	n2.WaitAgent(t)
-	anyNode(t)
-	pool, cidr := bed.NewPool(t, 25) // two blocks of 64: one per node
-	ns := bed.Namespace(t, "strict", pool, true)
-	bed.OptIn(t)
-	n2.OptIn(t)
-
-	cordon(t, n2.Name)
-	bed.EchoStatefulSet(t, ns, "db", 1, nodebed.Echo{})
-	old := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
-	if old.Spec.NodeName != bed.NodeName {
-		t.Fatalf("db-0 runs on %s, want %s", old.Spec.NodeName, bed.NodeName)
-	}
-	uncordon(t, n2.Name)
-	probe := bed.EchoClientOn(t, ns, "probe", bed.NodeName, nodebed.EchoAddr(old))
-	// The second node's first pod of the pool claims a block of its own.
-	dialer := bed.EchoClientOn(t, ns, "dialer", n2.Name, "")
-	inBlockOf(t, dialer.Status.PodIP, n2.Name)
-	answered(t, ns, probe.Name, old, time.Time{})
+	a := memberOnTheFirstNode(t, "strict")
+	n2, ns, cidr, old, probe, dialer := a.n2, a.ns, a.cidr, a.old, a.probe, a.dialer
+	inBlockOf(t, dialer.Status.PodIP, n2.Name) // the second node has a block of its own
 
 	bed.StrictAffinity(t, true)
 	refused := n2Metric(t, n2, returnsMetric, `outcome="refused"`, `reason="strict-affinity"`)

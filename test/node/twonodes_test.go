@@ -126,24 +126,8 @@ func heldAnywhere(t *testing.T, cidr *net.IPNet, old *corev1.Pod) {
 // Calico's IPAM and neither node routes it by a /32 any more.
 func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 	ctx := context.Background()
-	n2 := bed.StartNode2(t)
-	n2.WaitAgent(t)
-	anyNode(t)
-	pool, cidr := bed.NewPool(t, 25) // two blocks of 64: one per node
-	ns := bed.Namespace(t, "any-node", pool, true)
-	bed.OptIn(t)
-	n2.OptIn(t)
-
-	cordon(t, n2.Name)
-	bed.EchoStatefulSet(t, ns, "db", 1, nodebed.Echo{})
-	old := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
-	if old.Spec.NodeName != bed.NodeName {
-		t.Fatalf("db-0 runs on %s, want %s", old.Spec.NodeName, bed.NodeName)
-	}
-	uncordon(t, n2.Name)
-	probe := bed.EchoClientOn(t, ns, "probe", bed.NodeName, nodebed.EchoAddr(old))
-	dialer := bed.EchoClientOn(t, ns, "dialer", n2.Name, "")
-	answered(t, ns, probe.Name, old, time.Time{})
+	a := memberOnTheFirstNode(t, "any-node")
+	n2, ns, cidr, old, probe, dialer := a.n2, a.ns, a.cidr, a.old, a.probe, a.dialer
 
 	cordon(t, bed.NodeName)
 	start := time.Now()
@@ -227,6 +211,40 @@ func releasedUnrouted(t *testing.T, n2 *nodebed.Node2, cidr *net.IPNet, ip strin
 		}
 		return nodebed.RoutedAcross(n2.Netns(), ip)
 	})
+}
+
+// across is a StatefulSet member db-0 on the first node under anyNode,
+// both nodes opted in, a client probing its address from the first node
+// and one on the second node (the second node's first pod of the pool,
+// which claims a block of its own).
+type across struct {
+	n2                 *nodebed.Node2
+	ns                 string
+	cidr               *net.IPNet
+	old, probe, dialer *corev1.Pod
+}
+
+func memberOnTheFirstNode(t *testing.T, namespace string) across {
+	t.Helper()
+	n2 := bed.StartNode2(t)
+	n2.WaitAgent(t)
+	anyNode(t)
+	pool, cidr := bed.NewPool(t, 25) // two blocks of 64: one per node
+	ns := bed.Namespace(t, namespace, pool, true)
+	bed.OptIn(t)
+	n2.OptIn(t)
+
+	cordon(t, n2.Name)
+	bed.EchoStatefulSet(t, ns, "db", 1, nodebed.Echo{})
+	old := bed.WaitRunning(t, ns, "app=db", 1)["db-0"]
+	if old.Spec.NodeName != bed.NodeName {
+		t.Fatalf("db-0 runs on %s, want %s", old.Spec.NodeName, bed.NodeName)
+	}
+	uncordon(t, n2.Name)
+	probe := bed.EchoClientOn(t, ns, "probe", bed.NodeName, nodebed.EchoAddr(old))
+	dialer := bed.EchoClientOn(t, ns, "dialer", n2.Name, "")
+	answered(t, ns, probe.Name, old, time.Time{})
+	return across{n2: n2, ns: ns, cidr: cidr, old: old, probe: probe, dialer: dialer}
 }
 
 // cordon marks node unschedulable until uncordon or the test's end.
