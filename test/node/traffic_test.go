@@ -58,10 +58,11 @@ func reaches(t *testing.T, ns, client string, srv *corev1.Pod, cidr *net.IPNet) 
 	}
 }
 
-// A StatefulSet member taken away three ways comes back with its address,
-// and a client probing that address all along reaches it again: the answer
-// names the member (and its new incarnation), and no other pod answered
-// on the address at any time. Each return is also read in Calico's
+// A StatefulSet member on the first node taken away three ways comes back
+// with its address, and a client on the second node probing that address
+// all along reaches it again across the nodes: the answer names the member
+// (and its new incarnation), and no other pod answered on the address at
+// any time; a client on the member's own node reaches it too. Each return is also read in Calico's
 // datastore: the address held while the member was away (or already
 // returned), then allocated to the new sandbox and no longer reserved.
 func TestTrafficFollowsTheReturnedAddress(t *testing.T) {
@@ -69,10 +70,12 @@ func TestTrafficFollowsTheReturnedAddress(t *testing.T) {
 	if err := bed.EnsurePriorityClasses(ctx); err != nil {
 		t.Fatal(err)
 	}
+	n2 := bed.StartNode2(t)
 	pool, cidr := bed.NewPool(t, 28)
 	ns := bed.Namespace(t, "traffic-return", pool, true)
 	bed.OptIn(t)
-	bed.EchoStatefulSet(t, ns, "db", 2, nodebed.Echo{AllocMiB: victimMiB, AllocOn: "db-1"})
+	// On the first node: the kubelet whose memory pressure the bed drives.
+	bed.EchoStatefulSet(t, ns, "db", 2, nodebed.Echo{AllocMiB: victimMiB, AllocOn: "db-1", Node: bed.NodeName})
 	pods := bed.WaitRunning(t, ns, "app=db", 2)
 	h := bed.WatchPods(t, ns)
 	idle := bed.EchoClient(t, ns, "dialer", "")
@@ -99,7 +102,7 @@ func TestTrafficFollowsTheReturnedAddress(t *testing.T) {
 			if now := bed.Pod(ns, tc.member); now != nil && now.Status.PodIP != "" {
 				old = now
 			}
-			probe := bed.EchoClient(t, ns, fmt.Sprintf("probe-%d", i), nodebed.EchoAddr(old))
+			probe := bed.EchoClientOn(t, ns, fmt.Sprintf("probe-%d", i), n2.Name, nodebed.EchoAddr(old))
 			answered(t, ns, probe.Name, old, time.Time{})
 			returns := agentMetric(t, returnsMetric, returnedOutcome)
 			start := time.Now()
