@@ -60,9 +60,11 @@ type drainer struct {
 	timeout  func() time.Duration // for one decision
 	interval time.Duration
 	metrics  *metrics
-	// mu keeps one replay of a record at a time: the periodic pass, and a
-	// returning pod's ADD that replays its own teardown first (replayPod).
-	mu sync.Mutex
+	// turn keeps one replay of a record at a time: the periodic pass, and
+	// a returning pod's ADD that replays its own teardown first
+	// (replayPod), which waits for its turn no longer than its answer may.
+	turnOnce sync.Once
+	turn     chan struct{}
 }
 
 func (a *drainer) run(ctx context.Context) {
@@ -102,8 +104,13 @@ func (a *drainer) drain(ctx context.Context) {
 // replayOnce replays a listed record unless another replay took it since
 // the listing (true then too: it is gone).
 func (a *drainer) replayOnce(ctx context.Context, name string, rec *journal.Record) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.turnOnce.Do(func() { a.turn = make(chan struct{}, 1) })
+	select {
+	case a.turn <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	defer func() { <-a.turn }()
 	if !a.journal.Has(name) {
 		return true
 	}

@@ -82,3 +82,27 @@ func TestReplayPodReplaysOnlyThatPodsTeardownsOnce(t *testing.T) {
 		t.Fatalf("after the pass: %d records left, %d released (want 2: redis-3's not again)", len(pending), rel.released)
 	}
 }
+
+// A returning pod's ADD waits for a replay in progress no longer than its
+// own deadline: the answer goes back in time, the record stays for later.
+func TestReplayPodWaitsForItsTurnOnlyUntilItsDeadline(t *testing.T) {
+	j := journal.Dir{Root: t.TempDir()}
+	req := wire.ReserveRequest{ContainerID: "c1", IfName: "eth0", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: "redis-3"}}
+	if _, err := j.Write(&journal.Record{Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	rel := &fakeReleaser{}
+	d := &drainer{journal: j, release: rel, timeout: func() time.Duration { return time.Second }, metrics: newMetrics()}
+	d.turnOnce.Do(func() { d.turn = make(chan struct{}, 1) })
+	d.turn <- struct{}{} // a long replay holds the turn
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	d.replayPod(ctx, wire.PodRef{Namespace: "db", Name: "redis-3"})
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("replayPod waited %s for the turn, past its 100ms deadline", took)
+	}
+	if pending, _ := j.Pending(); len(pending) != 1 || rel.released != 0 {
+		t.Fatalf("%d records left, %d released: want the record kept for the pass", len(pending), rel.released)
+	}
+}
