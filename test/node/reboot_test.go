@@ -138,7 +138,7 @@ func TestNodeRebootHoldsAddressesAndDrainsTheJournal(t *testing.T) {
 			t.Fatalf("%s came back with %s, not its %s, which must stay held for it: %v", name, p.Status.PodIP, old.Status.PodIP, err)
 		}
 	}
-	t.Logf("%d of %d members came back with their own addresses (%s); the others' stay held", returned, members, memberIPs(now))
+	t.Logf("%d of %d members came back with their own addresses (%s)", returned, members, memberIPs(now))
 	if returned < members {
 		t.Fatalf("%d of %d members came back with their own addresses: a member's ADD did not wait for the agent to replay its teardown", returned, members)
 	}
