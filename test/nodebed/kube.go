@@ -16,9 +16,12 @@ import (
 // node-lifecycle lifts the kubelet's not-ready taint (without it no
 // DaemonSet or StatefulSet pod is ever scheduled), the workload
 // controllers, the namespace controller for test cleanup, the service
-// account and root CA publishers for pods' API credentials.
+// account and root CA publishers for pods' API credentials. The taint
+// eviction deletes pods from a node tainted unreachable or out-of-service
+// (a separate controller since 1.29; node-lifecycle only taints): pods
+// tolerate the first for 300 s unless they say otherwise.
 var controllers = []string{
-	"node-lifecycle-controller", "daemonset-controller", "statefulset-controller",
+	"node-lifecycle-controller", "taint-eviction-controller", "daemonset-controller", "statefulset-controller",
 	"replicaset-controller", "deployment-controller", "garbage-collector-controller",
 	"serviceaccount-controller", "root-ca-certificate-publisher-controller",
 	"namespace-controller", "pod-garbage-collector-controller", "disruption-controller",

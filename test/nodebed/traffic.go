@@ -25,6 +25,10 @@ type Echo struct {
 	AllocMiB int
 	AllocOn  string
 	Node     string // the node its pods run on; any when empty
+	// Tolerations replace the defaults the API server gives (300 s for an
+	// unreachable or not-ready node): a short one has the taint eviction
+	// move a lost node's member soon.
+	Tolerations []corev1.Toleration
 }
 
 // EchoStatefulSet creates a StatefulSet of echo servers: each answers a
@@ -44,6 +48,7 @@ func (b *Bed) EchoStatefulSet(t testing.TB, ns, name string, replicas int32, e E
 				corev1.ResourceMemory: resource.MustParse("16Mi"), corev1.ResourceCPU: resource.MustParse("1m"),
 			}},
 		}},
+		Tolerations: e.Tolerations,
 	}
 	if e.Node != "" {
 		spec.NodeSelector = map[string]string{"kubernetes.io/hostname": e.Node}
