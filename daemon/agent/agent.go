@@ -112,7 +112,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	dec.guard = ret.guard
 	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
-	a.server.replay = a.drainer.replayPod
+	ret.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{
 		node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,

@@ -41,6 +41,10 @@ type returner struct {
 	// cooldown reads Calico's IP cooldown, which words the refusal of a
 	// return whose address is still cooling.
 	cooldown *calicoview.Cooldown
+	// replay replays a candidate's own journaled teardowns before its
+	// offer is made (after a reboot, its reservation is written only then);
+	// nil: none.
+	replay func(ctx context.Context, pod wire.PodRef)
 	// confirmFor bounds how long a reported return is watched for its
 	// sandbox to come up; past it, the periodic reconcile takes over.
 	confirmFor time.Duration
@@ -154,6 +158,9 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	mode := r.mode()
 	if ok, _ := returns.Candidate(mode, pod, d); !ok {
 		return nil
+	}
+	if r.replay != nil {
+		r.replay(ctx, wire.PodRef{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)})
 	}
 	if mode == config.ReturnSameNode && !r.held.has(pod) {
 		return nil

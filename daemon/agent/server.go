@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/journal"
-	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -67,9 +66,6 @@ type server struct {
 	// records reads capo-ipam's ADD record of a sandbox from the host's
 	// state dir; nil: none is trusted.
 	records func(network, containerID, ifName string) *journal.AddrRecord
-	// replay replays the pod's own journaled teardowns before its ADD is
-	// answered; nil: none.
-	replay func(ctx context.Context, pod wire.PodRef)
 }
 
 func (a *server) serve(ctx context.Context, l net.Listener) error {
@@ -201,9 +197,6 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	selectors := a.selectors()
 	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
 	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
-	if ok, _ := returns.Candidate(a.returner.mode(), pod, d); ok && a.replay != nil {
-		a.replay(ctx, req.Pod)
-	}
 	resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
 	writeJSON(w, http.StatusOK, resp)
 }
