@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -137,7 +138,7 @@ func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.Annot
 		slog.Info("waiting for the agent: the pod's own teardown waits in the journal, and the agent may give its addresses back once it has replayed it", "pod", pod.Namespace+"/"+pod.Name, "for", wait, "err", err)
 		start := time.Now()
 		for deadline := start.Add(wait); err != nil && time.Now().Before(deadline); {
-			if !sleepCtx(ctx, min(a.retry, time.Until(deadline))) {
+			if !pause.Sleep(ctx, min(a.retry, time.Until(deadline))) {
 				break
 			}
 			resp, err = a.ask(ctx, pod)
@@ -158,18 +159,6 @@ func (a agentAnnotations) ask(ctx context.Context, pod wire.PodRef) (*wire.Annot
 	actx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	return a.agent.IPAMAnnotationsFor(actx, &wire.AnnotationsRequest{Pod: pod, Network: a.network})
-}
-
-// sleepCtx sleeps d, or less if ctx ends first (then false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // pendingLister lists journaled DELs (a journal.Dir).

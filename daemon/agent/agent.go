@@ -20,6 +20,7 @@ import (
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/returns/calicoview"
@@ -214,7 +215,7 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 		return nil, errors.New("informer caches did not sync")
 	}
 	for !configSynced() {
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !pause.Sleep(ctx, 50*time.Millisecond) {
 			return nil, nil
 		}
 	}
@@ -267,7 +268,7 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 func (a *Agent) countLoop(ctx context.Context) {
 	for {
 		a.countReserved(ctx)
-		if !sleep(ctx, 30*time.Second) {
+		if !pause.Sleep(ctx, 30*time.Second) {
 			return
 		}
 	}

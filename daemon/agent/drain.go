@@ -11,6 +11,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/wire"
 	"github.com/capo-net/capo/plugin"
 )
@@ -70,7 +71,7 @@ type drainer struct {
 func (a *drainer) run(ctx context.Context) {
 	for {
 		a.drain(ctx)
-		if !sleep(ctx, a.interval) {
+		if !pause.Sleep(ctx, a.interval) {
 			return
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -84,7 +85,7 @@ func (p *prober) run(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		case <-p.r.wake: // a write just failed: try again after the short wait
-			if !sleep(ctx, p.retry) {
+			if !pause.Sleep(ctx, p.retry) {
 				return
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
+	"github.com/capo-net/capo/pkg/pause"
 )
 
 // removal tells, when the agent stops, whether capo is being removed from
@@ -51,7 +52,7 @@ func (r *removal) watch(ctx context.Context) {
 		if err := r.resolveOwner(ctx); err != nil {
 			slog.Warn("cannot read this agent's pod yet; retrying", "pod", r.ns+"/"+r.name, "err", err)
 		}
-		if r.getOwner() != nil || !sleep(ctx, 5*time.Second) {
+		if r.getOwner() != nil || !pause.Sleep(ctx, 5*time.Second) {
 			break
 		}
 	}
@@ -156,7 +157,7 @@ func (r *removal) removing(ctx context.Context) (bool, string) {
 		case !time.Now().Before(deadline):
 			return true, why + fmt.Sprintf(" (and stayed so for %s)", grace)
 		}
-		if !sleep(ctx, min(time.Second, grace)) {
+		if !pause.Sleep(ctx, min(time.Second, grace)) {
 			return r.unanswered(ctx.Err())
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/wire"
@@ -52,7 +53,7 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 
 // awaitUp polls Calico until the sandbox is up or gone, or ctx ends.
 func (r *returner) awaitUp(ctx context.Context, pod *corev1.Pod, sb wire.Sandbox, ips []string) (sandboxState, error) {
-	for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		state, err := r.sandboxes.State(ctx, r.node, pod, sb, ips)
 		if err == nil && state != sandboxSettingUp {
 			return state, nil
@@ -60,7 +61,7 @@ func (r *returner) awaitUp(ctx context.Context, pod *corev1.Pod, sb wire.Sandbox
 		if !slices.ContainsFunc(ips, r.isPending) {
 			return sandboxSettingUp, fmt.Errorf("reserved anew by a teardown since")
 		}
-		if !sleep(ctx, pause) {
+		if !pause.Sleep(ctx, wait) {
 			return sandboxSettingUp, fmt.Errorf("not up within the wait (last read: %v)", err)
 		}
 	}
@@ -76,7 +77,7 @@ func (r *returner) end(ctx context.Context, pod *corev1.Pod, ips []string) {
 		if released, err = r.endReturned(ctx, pod, ips); err == nil {
 			break
 		}
-		if attempt == returnedAttempts || !sleep(ctx, time.Second) {
+		if attempt == returnedAttempts || !pause.Sleep(ctx, time.Second) {
 			slog.Warn("ending the reservations of returned addresses; the next check tries again", "pod", name, "ips", ips, "err", err)
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -65,7 +66,7 @@ func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
 		}
 		// Live DELs share the datastore client's rate limit: the sweep
 		// takes a small part of it.
-		if !sleep(ctx, a.pause) {
+		if !pause.Sleep(ctx, a.pause) {
 			return
 		}
 		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
@@ -83,7 +84,7 @@ func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
 	}
 	// A DEL through capo-ipam removes the record just after the release:
 	// give any in flight the moment to finish before calling it bypassed.
-	if !sleep(ctx, a.grace) {
+	if !pause.Sleep(ctx, a.grace) {
 		return
 	}
 	for _, r := range released {
@@ -157,7 +158,7 @@ func (a *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
 		case <-reapplied:
 			a.sweepAddrs(ctx, true)
 			// A DEL that read the rewritten conflist may still be releasing.
-			if !sleep(ctx, reapplySettle) {
+			if !pause.Sleep(ctx, reapplySettle) {
 				return
 			}
 			a.sweepAddrs(ctx, true)

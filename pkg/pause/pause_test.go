@@ -1,4 +1,4 @@
-package agent
+package pause
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 )
 
 func TestSleepEndsWithTheContext(t *testing.T) {
-	if !sleep(context.Background(), time.Millisecond) {
+	if !Sleep(context.Background(), time.Millisecond) {
 		t.Fatal("a full wait must report true")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	if sleep(ctx, time.Minute) || time.Since(start) > time.Second {
+	if Sleep(ctx, time.Minute) || time.Since(start) > time.Second {
 		t.Fatal("a cancelled context must end the wait at once and report false")
 	}
 }
