@@ -23,7 +23,6 @@ import (
 // StatefulSet member deleted comes back with its address and a client on
 // the first node, probing it all along, reaches it again and only it.
 func TestTrafficAcrossNodes(t *testing.T) {
-	ctx := context.Background()
 	n2 := bed.StartNode2(t)
 	n2.WaitAgent(t)
 	pool, cidr := bed.NewPool(t, 25) // two blocks of 64: one per node
@@ -55,22 +54,32 @@ func TestTrafficAcrossNodes(t *testing.T) {
 	probe := bed.EchoClientOn(t, ns, "probe", bed.NodeName, nodebed.EchoAddr(old))
 	answered(t, ns, probe.Name, old, time.Time{})
 	start := time.Now()
-	if _, err := bed.Kubectl(ctx, "-n", ns, "delete", "pod", old.Name, "--timeout=90s"); err != nil {
-		t.Fatal(err)
-	}
-	heldAnywhere(t, cidr, old)
-	now := back(t, ns, old, false)
-	if now.Spec.NodeName != n2.Name {
-		t.Fatalf("%s came back on %s, want %s", now.Name, now.Spec.NodeName, n2.Name)
-	}
-	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
-		return bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now)
-	})
+	now := deletedComesBackOn(t, ns, cidr, old, n2.Name)
 	answered(t, ns, probe.Name, now, start)
 	for _, c := range clients {
 		reaches(t, ns, c.Name, now, cidr)
 	}
 	onlyMember(t, ns, probe.Name, old.Name)
+}
+
+// deletedComesBackOn deletes old with kubectl: its address is held while
+// it is away, and its StatefulSet's new pod comes back on node with that
+// address, allocated to its new sandbox and no longer reserved.
+func deletedComesBackOn(t *testing.T, ns string, cidr *net.IPNet, old *corev1.Pod, node string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := bed.Kubectl(ctx, "-n", ns, "delete", "pod", old.Name, "--timeout=90s"); err != nil {
+		t.Fatal(err)
+	}
+	heldAnywhere(t, cidr, old)
+	now := back(t, ns, old, false)
+	if now.Spec.NodeName != node {
+		t.Fatalf("%s came back on %s, want %s", now.Name, now.Spec.NodeName, node)
+	}
+	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
+		return bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now)
+	})
+	return now
 }
 
 // crossesNodes checks that each node routes the other's pod by felix's
@@ -131,17 +140,7 @@ func TestAnyNodeMemberTakesItsAddressAcross(t *testing.T) {
 
 	cordon(t, bed.NodeName)
 	start := time.Now()
-	if _, err := bed.Kubectl(ctx, "-n", ns, "delete", "pod", old.Name, "--timeout=90s"); err != nil {
-		t.Fatal(err)
-	}
-	heldAnywhere(t, cidr, old)
-	now := back(t, ns, old, false)
-	if now.Spec.NodeName != n2.Name {
-		t.Fatalf("db-0 came back on %s, want %s", now.Spec.NodeName, n2.Name)
-	}
-	nodebed.Eventually(t, 30*time.Second, "the address allocated to the new sandbox and no longer reserved", func() error {
-		return bed.AllocatedTo(ctx, cidr, now.Status.PodIP, now)
-	})
+	now := deletedComesBackOn(t, ns, cidr, old, n2.Name)
 	if host, err := bed.BlockHost(ctx, now.Status.PodIP); err != nil || host != bed.NodeName {
 		t.Fatalf("%s is in a block of node %q (%v), want %s's: not borrowed", now.Status.PodIP, host, err, bed.NodeName)
 	}
