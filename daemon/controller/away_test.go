@@ -50,8 +50,9 @@ func heldIn(s reserve.Store, ip string) (reserve.Entry, bool) {
 
 // holders answers who holds an address: namespace/pod, or free.
 type holders struct {
-	mu sync.Mutex
-	by map[string][2]string
+	mu      sync.Mutex
+	by      map[string][2]string
+	sandbox map[string]string // ip -> the handle's container ID, where not the pod's name
 }
 
 func (h *holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[string]string, *string, error) {
@@ -62,6 +63,9 @@ func (h *holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[st
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: ip.String()}
 	}
 	handle := "k8s-pod-network." + who[1]
+	if id := h.sandbox[ip.String()]; id != "" {
+		handle = "k8s-pod-network." + id
+	}
 	return map[string]string{"namespace": who[0], "pod": who[1]}, &handle, nil
 }
 
@@ -69,6 +73,17 @@ func (h *holders) set(ip, ns, pod string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.by[ip] = [2]string{ns, pod}
+}
+
+// setSandbox has ip allocated to pod's sandbox containerID.
+func (h *holders) setSandbox(ip, ns, pod, containerID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.by[ip] = [2]string{ns, pod}
+	if h.sandbox == nil {
+		h.sandbox = map[string]string{}
+	}
+	h.sandbox[ip] = containerID
 }
 
 type awayBed struct {

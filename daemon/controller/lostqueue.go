@@ -39,9 +39,7 @@ func (l *lostQueue) add(lp lostPod) {
 		l.pending[lp.node] = m
 	}
 	for _, e := range lp.entries {
-		if _, ok := m[e.IP]; !ok {
-			m[e.IP] = e
-		}
+		keepLatest(m, e)
 	}
 	l.mu.Unlock()
 	slog.Info("reserving for a pod whose node will not", "pod", lp.pod, "node", lp.node, "reason", lp.entries[0].Reason, "rule", lp.rule)
@@ -71,9 +69,16 @@ func (l *lostQueue) putBack(node string, entries []reserve.Entry) {
 		l.pending[node] = m
 	}
 	for _, e := range entries {
-		if _, ok := m[e.IP]; !ok {
-			m[e.IP] = e
-		}
+		keepLatest(m, e)
+	}
+}
+
+// keepLatest keeps, of two teardowns of one address, the one seen last: a
+// successor's entry replaces its predecessor's, which no longer holds the
+// address, whatever order they were queued in.
+func keepLatest(m map[string]reserve.Entry, e reserve.Entry) {
+	if old, ok := m[e.IP]; !ok || e.ReservedAt.After(old.ReservedAt) {
+		m[e.IP] = e
 	}
 }
 
@@ -168,6 +173,11 @@ func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) (
 		}
 		switch {
 		case h.Is(e.Namespace, e.Pod):
+			var why string
+			if e, why = c.ofIncarnation(e, h); why != "" {
+				slog.Info("not reserving for an earlier incarnation an address of its pod's name", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "podUID", e.PodUID, "handle", h.Handle, "why", why)
+				continue
+			}
 		case h != nil:
 			slog.Warn("not reserving an address Calico has given to another pod", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "now", h.Namespace+"/"+h.Pod)
 			continue

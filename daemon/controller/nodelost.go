@@ -205,7 +205,7 @@ func droppedIPs(old, p *corev1.Pod) []netip.Addr {
 func podEntries(p *corev1.Pod, ips []netip.Addr, reason string, now time.Time) []reserve.Entry {
 	out := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
-		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: now.UTC()}
+		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: now.UTC(), Sandbox: calicoSandbox(p, ip)}
 		e.SetPod(p)
 		out = append(out, e)
 	}
