@@ -58,8 +58,8 @@ type report struct {
 }
 
 // collect reads the health of capo on every node: the opted-in nodes and
-// the nodes with an agent pod.
-func (c *cli) collect(lease string) *report {
+// the nodes with an agent pod; only those in only, when given.
+func (c *cli) collect(lease string, only ...string) *report {
 	r := &report{}
 	nodes, err := c.kube.CoreV1().Nodes().List(c.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -93,7 +93,14 @@ func (c *cli) collect(lease string) *report {
 		}
 	}
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Node < r.Nodes[j].Node })
-	if len(r.Nodes) == 0 {
+	if len(only) > 0 {
+		r.Nodes = slices.DeleteFunc(r.Nodes, func(n nodeStatus) bool { return !slices.Contains(only, n.Node) })
+		for _, n := range only {
+			if !slices.ContainsFunc(r.Nodes, func(s nodeStatus) bool { return s.Node == n }) {
+				r.Problems = append(r.Problems, n+": not opted in, and no capo-agent pod runs there")
+			}
+		}
+	} else if len(r.Nodes) == 0 {
 		r.Problems = append(r.Problems, "no node is opted in and no capo-agent pod runs in "+c.capoNS+" (--capo-namespace?)")
 	}
 	r.Leader = c.leader(lease)

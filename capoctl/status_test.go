@@ -210,3 +210,16 @@ func readTarGz(t *testing.T, file string) map[string]string {
 		files[h.Name] = string(b)
 	}
 }
+
+// --node narrows status to those nodes; a node named that capo does not
+// run on is a problem, not silence.
+func TestStatusNode(t *testing.T) {
+	b := newAgentBed(t, "w1", "w2")
+	b.addAgent(t, "w1", true, 0)
+	if code, out, _ := b.run("status", "--node", "w1"); code != 0 || strings.Contains(out, "w2") {
+		t.Fatalf("--node w1: exit %d\n%s", code, out)
+	}
+	if code, out, _ := b.run("status", "--node", "w1,w9"); code != 1 || !strings.Contains(out, "w9: not opted in, and no capo-agent pod runs there") {
+		t.Fatalf("--node w9: exit %d\n%s", code, out)
+	}
+}

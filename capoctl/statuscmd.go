@@ -22,8 +22,9 @@ func statusCmd(a *app) *cobra.Command {
 	var wait bool
 	var timeout time.Duration
 	var lease string
+	var nodes []string
 	cmd := &cobra.Command{
-		Use:   "status [--wait [--wait-timeout 5m]] [-o json|yaml|jsonpath=...]",
+		Use:   "status [--node N]... [--wait [--wait-timeout 5m]] [-o json|yaml|jsonpath=...]",
 		Short: "Is capo working on every node",
 		Long: `Per node: whether the agent is Ready and can reserve, whether capo-ipam is
 in the CNI chain, the wire versions, the journal depth; the controller's
@@ -35,10 +36,11 @@ be read; --wait waits until all is fine, or --wait-timeout.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until all is fine")
 	cmd.Flags().DurationVar(&timeout, "wait-timeout", 5*time.Minute, "how long --wait waits")
 	cmd.Flags().StringVar(&lease, "lease-name", defaultLease, "capo-controller's leader-election Lease, in --capo-namespace")
+	cmd.Flags().StringSliceVar(&nodes, "node", nil, "only these nodes (repeat, or comma-separated)")
 	o := addOutput(cmd, false)
 	cmd.PreRunE = func(*cobra.Command, []string) error { return o.validate() }
 	cmd.RunE = a.runs(func(c *cli, _ *cobra.Command, _ []string) error {
-		r := c.collect(lease)
+		r := c.collect(lease, nodes...)
 		for deadline := time.Now().Add(timeout); wait && !r.OK && time.Now().Before(deadline); {
 			fmt.Fprintf(c.errw, "waiting: %d problems, first: %s\n", len(r.Problems), r.Problems[0])
 			select {
@@ -47,7 +49,7 @@ be read; --wait waits until all is fine, or --wait-timeout.`,
 			case <-time.After(2 * time.Second):
 			}
 			c.now = time.Now()
-			r = c.collect(lease)
+			r = c.collect(lease, nodes...)
 		}
 		if err := o.print(c.out, r, func(bool) error { printStatus(c.out, r, c.now); return nil }); err != nil {
 			return err
