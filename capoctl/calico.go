@@ -23,7 +23,7 @@ type calicoClient struct{ c clientv3.Interface }
 func (c calicoClient) Version(ctx context.Context) (string, bool, error) {
 	ci, err := c.c.ClusterInformation().Get(ctx, "default", options.GetOptions{})
 	if err != nil {
-		return "", false, fmt.Errorf("Calico's ClusterInformation: %w", err)
+		return "", false, fmt.Errorf("reading Calico's ClusterInformation: %w", err)
 	}
 	return ci.Spec.CalicoVersion, ci.Spec.DatastoreReady != nil && *ci.Spec.DatastoreReady, nil
 }

@@ -93,7 +93,6 @@ still allocated in Calico IPAM stays allocated.`,
 	cmd.Flags().BoolVar(&all, "all", false, "every reservation capo holds, e.g. before uninstalling capo")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "release without asking")
 	// Checked before dialing; a wrong combination is exit 1, as it was.
-	cmd.PreRunE = func(*cobra.Command, []string) error { return nil }
 	cmd.RunE = func(cmd *cobra.Command, ips []string) error {
 		if err := releaseArgs(ips, pod, node, all); err != nil {
 			return fmt.Errorf("capoctl release: %w", err)

@@ -102,7 +102,7 @@ func (a *app) runs(do func(c *cli, cmd *cobra.Command, args []string) error) fun
 			return fmt.Errorf("capoctl: %w", err)
 		}
 		if err := do(c, cmd, args); err != nil {
-			if _, ok := err.(exitError); ok {
+			if errors.As(err, new(exitError)) {
 				return err
 			}
 			return fmt.Errorf("%s %w", errorPrefix(cmd), err)
@@ -110,9 +110,6 @@ func (a *app) runs(do func(c *cli, cmd *cobra.Command, args []string) error) fun
 		return nil
 	}
 }
-
-// joinArgs is for error messages.
-func joinArgs(args []string) string { return strings.Join(args, " ") }
 
 // unknownCommand refuses an argument where a command is expected, with
 // cobra's suggestions: "lsit" is "list".

@@ -62,7 +62,10 @@ func newAgentBed(t *testing.T, nodes ...string) *agentBed {
 	}
 	b.kube = fake.NewClientset(objs...)
 	b.kube.PrependProxyReactor("pods", func(a k8stesting.Action) (bool, restclient.ResponseWrapper, error) {
-		p := a.(k8stesting.ProxyGetAction)
+		p, ok := a.(k8stesting.ProxyGetAction)
+		if !ok {
+			return false, nil, nil
+		}
 		src := b.metrics
 		if p.GetPath() == nodeInfoPath {
 			src = b.info
