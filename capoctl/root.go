@@ -78,6 +78,9 @@ capo-config in --capo-namespace.`,
 	}
 	a.cf = &kubeFlags{}
 	a.cf.addFlags(root.PersistentFlags())
+	// Hidden as kubectl hides them: basic auth is gone from Kubernetes.
+	_ = root.PersistentFlags().MarkHidden("username")
+	_ = root.PersistentFlags().MarkHidden("password")
 	root.PersistentFlags().StringVar(&a.capoNS, "capo-namespace", "capo-system", "where capo runs: its capo-config ConfigMap, agents, controller and Lease")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(listCmd(a), returnsCmd(a), releaseCmd(a), explainCmd(a), adoptCmd(a), versionCmd(a), statusCmd(a), bundleCmd(a), completionCmd(root))
