@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A command line capoctl cannot run is refused before anything is dialed:
@@ -103,5 +106,39 @@ func TestMissingTypeIsAnError(t *testing.T) {
 		if code == 0 || out.Len() != 0 || !strings.Contains(errw.String(), "does not serve Calico's IPReservation type") {
 			t.Errorf("%v against a 404 endpoint: exit %d\nstdout: %q\nstderr: %s", args, code, out.String(), errw.String())
 		}
+	}
+}
+
+// Completion asks the cluster: pods for explain (namespace first), held
+// addresses for release, nodes for --node.
+func TestDynamicCompletion(t *testing.T) {
+	c := newCtl(t,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kafka"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-2"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-3"}},
+	)
+	c.reserve("worker-3", entry("10.42.7.19", "broker-2", 12*time.Minute))
+	for args, want := range map[string]string{
+		"__complete explain ka":        "kafka/\n:6",
+		"__complete explain kafka/b":   "kafka/broker-2\n:4",
+		"__complete release 10.":       "10.42.7.19\n:4",
+		"__complete list --node w":     "worker-3\n:4",
+		"__complete list -o j":         "json\njsonpath=\njsonpath-file=\njsonpath-as-json=\n:6",
+		"__complete explain kafka/x y": ":4",
+	} {
+		code, out, errw := c.run("", strings.Fields(args)...)
+		if code != 0 || !strings.HasPrefix(out, strings.TrimPrefix(want, "\n")) && !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, want %q:\n%s%s", args, code, want, out, errw)
+		}
+	}
+}
+
+// --request-timeout reaches the Kubernetes client, as kubectl's does.
+func TestRequestTimeout(t *testing.T) {
+	a, b := writeKubeconfigs(t)
+	t.Setenv("KUBECONFIG", a+string(os.PathListSeparator)+b)
+	r, err := resolve(parseFlags(t, "--request-timeout=7s"))
+	if err != nil || r.rest.Timeout != 7*time.Second {
+		t.Fatalf("%v, timeout %v", err, r.rest.Timeout)
 	}
 }

@@ -29,8 +29,14 @@ func addOutput(cmd *cobra.Command, wide bool) *output {
 	o := &output{wide: wide}
 	cmd.Flags().StringVarP(&o.format, "output", "o", "", "Output format. One of: ("+strings.Join(o.formats(), ", ")+"). The default is a table.")
 	cmd.Flags().BoolVar(&o.allowMissing, "allow-missing-template-keys", true, "If true, ignore any errors in templates when a field or map key is missing in the template. Only applies to golang and jsonpath output formats.")
-	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return o.formats(), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	_ = cmd.RegisterFlagCompletionFunc("output", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		var out []string
+		for _, f := range o.formats() {
+			if strings.HasPrefix(f, toComplete) {
+				out = append(out, f)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
 	})
 	return o
 }
