@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -111,7 +112,9 @@ func (ws *ownerWatches) start(w *ownerWatch) {
 		_ = w.inf.SetTransform(stripManagedFields)
 	}
 	_ = w.inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-		w.fail(fmt.Sprintf("listing or watching %s failed: %v", gvr.String(), err))
+		if denied(err) {
+			w.fail(fmt.Sprintf("listing or watching %s failed: %v", gvr.String(), err))
+		}
 	})
 	w.stop = make(chan struct{})
 	go w.inf.Run(w.stop)
@@ -131,6 +134,13 @@ func resourceOf(d discovery.DiscoveryInterface, k owners.Kind) (schema.GroupVers
 		return gv.WithResource(r.Name), nil
 	}
 	return schema.GroupVersionResource{}, fmt.Errorf("%s is not served: %s has no such kind", k, gv)
+}
+
+// denied: the API server will not list or watch the kind (no RBAC, not
+// served any more), as opposed to a watch that expired or a connection
+// lost, which the informer recovers from by itself.
+func denied(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err)
 }
 
 func (w *ownerWatch) fail(why string) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/capo-net/capo/test/testbed"
 )
@@ -98,5 +100,49 @@ func TestUnwatchableOwnerKindHoldsAndSaysWhy(t *testing.T) {
 		if !held(env, b[0].IP()) || c.Metric("capo_releases_total", `reason="owner-gone"`) != 0 {
 			t.Fatalf("b-0's %s released: its owner's kind is not served, so it is never judged gone", b[0].IP())
 		}
+	})
+}
+
+// A listed owner kind is watched by its metadata: its members keep their
+// addresses while it exists, get them back, and lose them when it is
+// deleted; a listed kind's scale is not known, so no ordinal is released.
+func TestListedOwnerKindMembersKeepTheirAddresses(t *testing.T) {
+	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
+		ctx := context.Background()
+		if err := bed.CreateCRD(ctx, "capo-test.io", "Broker", "brokers"); err != nil {
+			t.Fatal(err)
+		}
+		env := bed.NewEnv(t, ds, testbed.EnvOptions{PoolPrefix: 29, OptIn: true})
+		env.SetConfig(configWith("ipReserveTime: 1h\nownerKinds:\n- {group: capo-test.io, version: v1, kind: Broker}\n"))
+		brokers := env.Dynamic().Resource(schema.GroupVersionResource{Group: "capo-test.io", Version: "v1", Resource: "brokers"}).Namespace(env.Namespace)
+		b, err := brokers.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "capo-test.io/v1", "kind": "Broker", "metadata": map[string]any{"name": "b"}, "spec": map[string]any{"size": int64(1)},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned := testbed.WithOwnerRef(metav1.OwnerReference{APIVersion: "capo-test.io/v1", Kind: "Broker", Name: "b", UID: b.GetUID()})
+		conflist := env.Conflist(testbed.Capo)
+		m := env.AddPods("b", 2, conflist, testbed.StatefulPod("b"), owned)
+		c := env.StartController("c1")
+
+		evict(t, env, m[1]) // ordinal 1 of a Broker whose spec says size 1: not known to capo as a scale
+		time.Sleep(3 * time.Second)
+		if !held(env, m[1].IP()) || c.Metric("capo_releases_total") != 0 {
+			t.Fatalf("b-1's %s released while its Broker exists", m[1].IP())
+		}
+		back := env.NewSandbox(env.CreatePod("b-1", testbed.StatefulPod("b"), owned), conflist)
+		if err := back.Add(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if back.IP() != m[1].IP() {
+			t.Fatalf("b-1 came back with %s, want its own %s", back.IP(), m[1].IP())
+		}
+		evict(t, env, back)
+		if err := brokers.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.WaitMetric(1, "capo_releases_total", `reason="owner-gone"`)
+		eventually(t, 10*time.Second, "b-1's address released", func() bool { return !held(env, back.IP()) })
 	})
 }

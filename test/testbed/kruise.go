@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -148,4 +149,29 @@ func KruiseOwnedBy(set *unstructured.Unstructured) PodOption {
 		StatefulPod(set.GetName())(p)
 		WithOwnerRef(metav1.OwnerReference{APIVersion: "apps.kruise.io/v1beta1", Kind: "StatefulSet", Name: set.GetName(), UID: set.GetUID()})(p)
 	}
+}
+
+// CreateCRD installs a namespaced custom resource of any content, for a
+// listed owner kind: group (with a dot), kind, and plural, served in v1.
+func (b *Bed) CreateCRD(ctx context.Context, group, kind, plural string) error {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": plural + "." + group},
+		"spec": map[string]any{
+			"group": group, "scope": "Namespaced",
+			"names": map[string]any{"kind": kind, "plural": plural, "singular": strings.ToLower(kind), "listKind": kind + "List"},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+			}},
+		},
+	}}
+	dyn, err := dynamic.NewForConfig(b.REST)
+	if err != nil {
+		return err
+	}
+	if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating CRD %s: %w", obj.GetName(), err)
+	}
+	return waitEstablished(ctx, dyn, []string{obj.GetName()})
 }
