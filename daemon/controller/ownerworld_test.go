@@ -1,12 +1,19 @@
 package controller
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/release"
@@ -89,5 +96,35 @@ func TestResourceOf(t *testing.T) {
 		if u, ok := unwatched[key]; !ok || u.why == "" || w.TrackedKinds[key] {
 			t.Fatalf("an unserved kind %s: unwatched %v, tracked %v", key, unwatched, w.TrackedKinds)
 		}
+	}
+}
+
+// A served kind capo may not list (no RBAC) is not watched, and says so.
+// (A listed kind's metadata informer is proven on a real API server: the
+// e2e TestListedOwnerKindMembersKeepTheirAddresses.)
+func TestOwnerWatchDenied(t *testing.T) {
+	kruiseGVR := schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1beta1", Resource: "statefulsets"}
+	kube := fake.NewClientset()
+	kube.Resources = []*metav1.APIResourceList{
+		{GroupVersion: "apps.kruise.io/v1beta1", APIResources: []metav1.APIResource{{Name: "statefulsets", Kind: "StatefulSet", Namespaced: true}}},
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{kruiseGVR: "StatefulSetList"})
+	dyn.PrependReactor("list", "statefulsets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(kruiseGVR.GroupResource(), "", errors.New("no RBAC"))
+	})
+	ws := newOwnerWatches(OwnerClients{Discovery: kube.Discovery(), Dynamic: dyn})
+	defer ws.closeAll()
+	ws.sync(nil, time.Now())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w := release.World{TrackedKinds: map[string]bool{}, Owners: map[release.OwnerKey]release.Owner{}}
+		unwatched := ws.addTo(&w)
+		if strings.Contains(unwatched["StatefulSet.apps.kruise.io"].why, "forbidden") && !w.TrackedKinds["StatefulSet.apps.kruise.io"] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("unwatched %v, tracked %v", unwatched, w.TrackedKinds)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
