@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -250,7 +251,7 @@ func atAdd(ns *metav1.PartialObjectMetadata, pod *corev1.Pod, selectors []select
 	d := selection.Decide(optedIn, selection.Of(ns), selection.Of(pod), selectors)
 	out := &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
-		out.Owner = &wire.Owner{Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+		out.Owner = &wire.Owner{Kind: owners.KeyOf(*ref), Name: ref.Name, UID: string(ref.UID)}
 	}
 	return out
 }
