@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -78,6 +79,7 @@ type offer struct {
 	pod     *corev1.Pod
 	ips     []string
 	reclaim []returns.Predecessor
+	at      time.Time // when made: past offerTTL, no report is coming
 }
 
 // wait waits for the returns in flight, until ctx ends.
@@ -90,16 +92,38 @@ func (r *returner) wait(ctx context.Context) {
 	}
 }
 
-// maxOffered bounds the offers remembered while their reports are awaited.
-const maxOffered = 256
+// maxOffered bounds the offers remembered while their reports are awaited;
+// offerTTL is how long one is awaited (an ADD's report comes within its
+// own deadline, seconds). Offers are made only to pods on this node, one
+// per pod, so a node never nears the bound but under forged requests.
+const (
+	maxOffered = 256
+	offerTTL   = 2 * time.Minute
+)
 
-func (r *returner) rememberOffer(pod *corev1.Pod, ips []string, reclaim ...returns.Predecessor) {
+// rememberOffer notes an offer until its report. When the bound is reached
+// it forgets offers past offerTTL, and if none is, it refuses the new one
+// (false: the pod gets a fresh address) rather than forget an offer whose
+// report may still come: forged requests cannot push real offers out.
+func (r *returner) rememberOffer(pod *corev1.Pod, ips []string, reclaim ...returns.Predecessor) bool {
 	r.offeredMu.Lock()
 	defer r.offeredMu.Unlock()
-	if r.offered == nil || len(r.offered) >= maxOffered {
+	now := time.Now()
+	if r.offered == nil {
 		r.offered = map[types.UID]offer{}
 	}
-	r.offered[pod.UID] = offer{pod: pod, ips: ips, reclaim: reclaim}
+	if _, again := r.offered[pod.UID]; !again && len(r.offered) >= maxOffered {
+		for uid, o := range r.offered {
+			if now.Sub(o.at) > offerTTL {
+				delete(r.offered, uid)
+			}
+		}
+		if len(r.offered) >= maxOffered {
+			return false
+		}
+	}
+	r.offered[pod.UID] = offer{pod: pod, ips: ips, reclaim: reclaim, at: now}
+	return true
 }
 
 // takeOffer is the offer made to the pod uid covering every one of ips,
@@ -151,6 +175,10 @@ func (r *returner) guard(ips []string) func() {
 	return unlock
 }
 
+// tooManyOffers is the refusal of an offer while maxOffered others await
+// their reports.
+const tooManyOffers returns.Reason = "too-many-offers"
+
 // offer is the Return for pod, or nil when it is not a candidate or
 // nothing is held for it. network is the netconf capo-ipam asks under
 // ("" from a capo-ipam that does not say, which is offered no reclaim).
@@ -194,8 +222,10 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 			return r.refuse(pod, held, reason, why)
 		}
 	}
+	if !r.rememberOffer(pod, returns.IPs(held), preds...) {
+		return r.refuse(pod, held, tooManyOffers, fmt.Sprintf("%d offers on this node await capo-ipam's report, none older than %s (requests on the socket that capo-ipam did not send?)", maxOffered, offerTTL))
+	}
 	r.metrics.returns.WithLabelValues("offered", "").Inc()
-	r.rememberOffer(pod, returns.IPs(held), preds...)
 	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held), "reclaim", preds)
 	return &wire.Return{IPs: returns.IPs(held), Reclaim: wireReclaim(preds)}
 }

@@ -100,19 +100,22 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 
 func (a *server) handler() http.Handler {
 	sem := make(chan struct{}, maxInFlight)
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+wire.ReservePath, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			writeError(w, http.StatusServiceUnavailable, "agent busy")
-			return
+	limit := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			default:
+				writeError(w, http.StatusServiceUnavailable, "agent busy")
+				return
+			}
+			h(w, r)
 		}
-		a.handleReserve(w, r)
-	})
-	mux.HandleFunc("POST "+wire.AnnotationsPath, a.handleAnnotations)
-	mux.HandleFunc("POST "+wire.ReturnOutcomePath, a.handleReturnOutcome)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+wire.ReservePath, limit(a.handleReserve))
+	mux.HandleFunc("POST "+wire.AnnotationsPath, limit(a.handleAnnotations))
+	mux.HandleFunc("POST "+wire.ReturnOutcomePath, limit(a.handleReturnOutcome))
 	return a.versioned(mux)
 }
 
@@ -201,8 +204,12 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	}
 	selectors := a.selectors()
 	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
-	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
-	resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
+	// Only a pod scheduled to this node has its sandbox added here: any
+	// other is a request capo-ipam did not send, and is offered nothing.
+	if pod.Spec.NodeName == a.node {
+		d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
+		resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 

@@ -222,7 +222,7 @@ func fuzzAgent(knowsPod bool) *fuzzedAgent {
 			Namespace: "ns", Name: "redis-0", UID: "u1",
 			Annotations:     map[string]string{selection.PodAnnotation: selection.Enabled, "cni.projectcalico.org/ipv4pools": `["gold"]`, "other": "x"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: "set-1", Controller: &yes}},
-		}}
+		}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	}
 	cfg := config.Default()
 	m := newMetrics()
