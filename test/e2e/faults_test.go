@@ -112,6 +112,7 @@ func faults() []fault {
 			fx.gc.Stop()
 		}},
 		forgedReserve(),
+		forgedReclaim(),
 	}
 }
 

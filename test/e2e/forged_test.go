@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +93,63 @@ func heldAcross(t *testing.T, env *testbed.Env) int {
 		}
 	}
 	return n
+}
+
+// forgedReclaim is issue 27's reclaim that trusts the socket: the agent is
+// killed and a uid-0 process serves its socket in its place. It answers a
+// new pod's ADD with an offer of a member's address, naming the member's
+// live sandbox on this node as a lost node's to free first; every DEL it
+// answers 503 (journaled). capo-ipam must not free a sandbox it recorded at
+// ADD here: the thief gets a fresh address and the member keeps its own.
+func forgedReclaim() fault {
+	var srv *http.Server
+	var thief *testbed.Sandbox
+	return fault{name: "a forged reclaim offer on the socket", inject: func(t *testing.T, fx *faultEnv) {
+		victim := fx.selected[len(fx.selected)-1]
+		fx.env.Agent.Kill()
+		srv = serveImpostor(t, fx.env.AgentSocket(), &wire.Return{
+			IPs: []string{victim.IP()}, Reclaim: []wire.Reclaim{{ContainerID: victim.ContainerID, Node: "lost-node"}},
+		})
+		thief = fx.env.NewSandbox(fx.env.CreatePod("thief"), fx.conflist)
+		if err := thief.Add(context.Background()); err != nil {
+			t.Fatalf("the thief's ADD (given a live sandbox's address?): %v", err)
+		}
+		if thief.IP() == victim.IP() {
+			t.Errorf("the thief got %s, the address of %s, whose sandbox still runs", thief.IP(), victim.Pod.Name)
+		}
+	}, heal: func(t *testing.T, fx *faultEnv) {
+		_ = srv.Close()
+		fx.env.Agent = fx.env.StartAgent()
+		if err := thief.Del(context.Background()); err != nil { // the thief is done: its record goes
+			t.Errorf("the thief's DEL: %v", err)
+		}
+	}}
+}
+
+// serveImpostor serves the agent's socket as a process that is not the
+// agent: every ADD is offered ret, every DEL answered 503.
+func serveImpostor(t *testing.T, socket string, ret *wire.Return) *http.Server {
+	t.Helper()
+	_ = os.Remove(socket) // the killed agent's
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := func(w http.ResponseWriter, code int, v any) {
+		w.Header().Set(wire.VersionHeader, strconv.Itoa(wire.Version))
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+wire.AnnotationsPath, func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, http.StatusOK, wire.AnnotationsResponse{Decision: &wire.Decision{Selected: true}, Return: ret})
+	})
+	mux.HandleFunc("POST "+wire.ReturnOutcomePath, func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusOK, struct{}{}) })
+	mux.HandleFunc("POST "+wire.ReservePath, func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, http.StatusServiceUnavailable, wire.ErrorResponse{Error: "impostor"})
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
 }
