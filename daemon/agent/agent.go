@@ -111,7 +111,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	}
 	a.returner = ret
 	dec.guard = ret.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord, ipam: calico.IPAM(), node: opts.NodeName}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	ret.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{
