@@ -43,6 +43,7 @@ type Agent struct {
 	logFile        string
 	podNS, podName string        // the agent's pod object, reported Ready while it runs
 	reflecting     chan struct{} // closed when reflectReadiness has stopped; nil if never started
+	readinessLag   time.Duration // AgentOptions.ReadinessLag
 }
 
 // AgentOptions are what a test may change about how the agent runs.
@@ -52,6 +53,10 @@ type AgentOptions struct {
 	Kubeconfig string   // run with these credentials instead of the bed's admin
 	Namespace  string   // the agent's namespace (POD_NAMESPACE: its config); default the env's
 	Binary     string   // another capo-agent, e.g. the previous release's (PreviousBinaries)
+	// ReadinessLag is how long /readyz fails before the pod is reported
+	// NotReady, as the kubelet's probe (period x failureThreshold: the
+	// chart's 5 s x 3 is 15 s); 0 reports it at once.
+	ReadinessLag time.Duration
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -66,7 +71,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), readinessLag: o.ReadinessLag}
 	a.HealthAddr = a.MetricsAddr
 	ns := e.Namespace
 	if o.Namespace != "" {
