@@ -80,6 +80,7 @@ type Controller struct {
 	recreatable    map[release.OwnerKey]time.Time // StatefulSets last seen opting in to keep members across a re-creation
 	legacyWarned   map[string]string              // nodes told their release annotation is not read, and its value
 	poolsAt        time.Time                      // the last read of Calico's pool utilization (pass goroutine only)
+	requestsSeen   map[request]time.Time          // releases by hand answered, and when first seen (pass goroutine only)
 }
 
 // New builds a controller on real clients.
