@@ -28,7 +28,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
-	c.reportBadTTLs(c.caches.policy(&w))
+	c.reportBadTTLs(c.caches.policy(&w, cfg))
 	c.recallRecreatable(&w)
 	var asked requests // release requests by hand this pass answers
 	w.Manual, asked = c.manualRequests(entries)

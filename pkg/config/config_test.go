@@ -115,6 +115,23 @@ func TestReturnAddress(t *testing.T) {
 	}
 }
 
+// maxIPReserveTime caps what an annotation asks for; unset, nothing is cut.
+func TestMaxIPReserveTime(t *testing.T) {
+	if d, cut := Default().CapReserveTime(720 * time.Hour); d != 720*time.Hour || cut {
+		t.Fatalf("no cap: %v %v", d, cut)
+	}
+	c, err := Parse([]byte("apiVersion: config.capo.io/v1\nkind: CapoConfig\nmaxIPReserveTime: 24h\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, cut := c.CapReserveTime(720 * time.Hour); d != 24*time.Hour || !cut {
+		t.Fatalf("720h under a 24h cap: %v %v", d, cut)
+	}
+	if d, cut := c.CapReserveTime(2 * time.Hour); d != 2*time.Hour || cut {
+		t.Fatalf("2h under a 24h cap: %v %v", d, cut)
+	}
+}
+
 func TestInvalidConfigs(t *testing.T) {
 	head := "apiVersion: config.capo.io/v1\nkind: CapoConfig\n"
 	cases := []struct{ name, body, want string }{
@@ -129,6 +146,8 @@ func TestInvalidConfigs(t *testing.T) {
 		{"empty pod selector", head + "podSelectors:\n- {}\n", "would select every pod"},
 		{"two errors", head + "ipReserveTime: 0s\nipReserveMaxCount: 0\n", "ipReserveMaxCount 0"},
 		{"return mode", head + "returnAddress: everywhere\n", `returnAddress "everywhere": must be sameNode, anyNode or off`},
+		{"tiny cap", head + "maxIPReserveTime: 10ms\n", "maxIPReserveTime 10ms: must be at least 1s"},
+		{"default above the cap", head + "ipReserveTime: 2h\nmaxIPReserveTime: 1h\n", "ipReserveTime 2h0m0s is above maxIPReserveTime 1h0m0s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
