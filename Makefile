@@ -13,7 +13,7 @@ export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
 BINARIES := capo-ipam capo-ipam-kube capo-agent capo-controller capo-install capoctl
 # Every module: each must be tidy. The nested ones only pin tools.
-MODULES := . test/tools test/tools/lint
+MODULES := . test/tools test/tools/lint test/tools/vuln
 
 # Tools built from the modules pinned under test/tools, cached beside the test
 # bed's servers and keyed like them by the pinning module's go.mod and go.sum:
@@ -23,6 +23,8 @@ tool_key = $(shell cat test/tools/$(1)/go.mod test/tools/$(1)/go.sum | sha256sum
 GOLANGCI_LINT := $(TOOLS_CACHE)/golangci-lint-$(call tool_key,lint)/golangci-lint
 # promtool comes from Debian's prometheus package (test/tools/promtool/fetch.sh).
 PROMTOOL := $(TOOLS_CACHE)/promtool-deb/promtool
+VULN_DIR := $(TOOLS_CACHE)/vuln-$(call tool_key,vuln)
+GOVULNCHECK := $(VULN_DIR)/govulncheck
 
 # golangci-lint's findings fail `make lint`; LINT_STRICT=0 prints them
 # without failing (its errors, such as a bad config, fail either way).
@@ -38,7 +40,7 @@ BENCH_COUNT ?= 200x
 
 IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
 
-.PHONY: all build image demo demo-node test test-node lint unit fuzz fuzz-short e2e bench bench-node testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build image demo demo-node test test-node lint vuln unit fuzz fuzz-short e2e bench bench-node testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -94,7 +96,7 @@ demo-node:
 ## test: everything CI gates on: lint, unit tests with -race, a short
 ## fuzzing pass, end-to-end (root); at its end, each stage's time.
 test:
-	@MAKE='$(MAKE)' test/stages.sh lint unit fuzz-short e2e
+	@MAKE='$(MAKE)' test/stages.sh lint vuln unit fuzz-short e2e
 
 ## lint: gofmt, go vet, go mod tidy -diff in every module, and golangci-lint
 ## (.golangci.yml) over the main module, test packages included.
@@ -103,6 +105,15 @@ lint: $(GOLANGCI_LINT)
 	$(GO) vet ./...
 	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && $(GO) mod tidy -diff) || exit 1; done
 	$(GOLANGCI_LINT) run $(if $(filter 1,$(LINT_STRICT)),,--issues-exit-code=0) ./...
+
+## vuln: govulncheck over the binaries (./cmd/...) against the Go
+## vulnerability database of the golang.org/x/vulndb module pinned in
+## test/tools/vuln, indexed offline (no network beyond the module proxy);
+## the patched toolchain of go.mod's toolchain line (GOTOOLCHAIN=auto). It
+## fails on a reachable advisory that is neither fixed nor recorded, with
+## why, in SECURITY.md.
+vuln: $(GOVULNCHECK)
+	@set -o pipefail; GOTOOLCHAIN=auto $(GOVULNCHECK) -db file://$(VULN_DIR)/db -json ./cmd/... | $(VULN_DIR)/gate -recorded SECURITY.md
 
 ## unit: the unit tests with -race; promtool is built first for the chart's
 ## alert tests (deploy/alerts_test.go).
@@ -179,7 +190,7 @@ testbins:
 	$(GO) test -count=1 -timeout 30m -run TestBedStarts -v ./test/testbed/
 
 ## tools: build golangci-lint and promtool into the cache ahead of time.
-tools: golangci-lint promtool
+tools: golangci-lint promtool $(GOVULNCHECK)
 golangci-lint: $(GOLANGCI_LINT)
 promtool: $(PROMTOOL)
 
@@ -193,6 +204,14 @@ endef
 
 $(GOLANGCI_LINT):
 	$(call build_tool,lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
+
+# govulncheck, the gate, and the database indexed from the pinned vulndb
+# module's OSV files, all keyed by test/tools/vuln's go.mod and go.sum.
+$(GOVULNCHECK):
+	@mkdir -p $(VULN_DIR)
+	@cd test/tools/vuln && $(GO) build -trimpath -o $(VULN_DIR)/indexdb golang.org/x/vulndb/cmd/indexdb && $(GO) build -trimpath -o $(VULN_DIR)/gate ./gate
+	@rm -rf $(VULN_DIR)/db.tmp && $(VULN_DIR)/indexdb -vulns "$$(cd test/tools/vuln && $(GO) list -m -f '{{.Dir}}' golang.org/x/vulndb)/data/osv" -out $(VULN_DIR)/db.tmp && rm -rf $(VULN_DIR)/db && mv $(VULN_DIR)/db.tmp $(VULN_DIR)/db
+	$(call build_tool,vuln,golang.org/x/vuln/cmd/govulncheck)
 
 $(PROMTOOL):
 	@echo "fetching promtool from Debian's prometheus package (once; cached in $(@D))"

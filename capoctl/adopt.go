@@ -132,8 +132,9 @@ func countAction(rows []adoption, action string) int {
 // else the TZ of Capo's running manager, else --timezone's default (the
 // zone Capo's chart and manifests set). A wrong zone shifts every age by
 // its offset, so the choice is said; when --timezone and Capo's Deployment
-// disagree, also is the Deployment's, and each time is read in both, the
-// later kept.
+// disagree, also is the Deployment's, and when the zone is only a guess
+// (no Deployment, no --timezone), also is UTC: each time is read in both,
+// the later kept.
 func (c *cli) capoZone(o adoptOptions) (zone, also *time.Location, err error) {
 	name := o.zone
 	deploys, err := c.kube.AppsV1().Deployments(o.namespace).List(c.ctx, metav1.ListOptions{})
@@ -154,8 +155,12 @@ func (c *cli) capoZone(o adoptOptions) (zone, also *time.Location, err error) {
 		if also, err = time.LoadLocation(deployed); err != nil {
 			return nil, nil, fmt.Errorf("TZ %q of Capo's Deployment: %w", deployed, err)
 		}
-	case !found && !o.zoneSet:
-		fmt.Fprintf(c.out, "zone %s: --timezone's default, the TZ of Capo's chart and manifests (no Capo Deployment in %s to read it from); if yours differed, give --timezone\n", name, o.namespace)
+	case !found && !o.zoneSet && name != "UTC":
+		// Only a guess: Capo's chart sets the default zone, its image alone
+		// runs in UTC. Read in the wrong one a time is hours off; the later
+		// reading that is not in the future ends nothing early.
+		also = time.UTC
+		fmt.Fprintf(c.out, "zone %s or UTC: the TZ of Capo's chart and manifests, or of its image alone (no Capo Deployment in %s to read it from): each time is read in both, and the later kept; give --timezone if you know it\n", name, o.namespace)
 	}
 	zone, err = time.LoadLocation(name)
 	switch {

@@ -120,6 +120,22 @@ func TestAdoptCapoReadsCapoZone(t *testing.T) {
 	}
 }
 
+// Capo gone and no --timezone: the zone is only a guess. Times Capo wrote
+// in UTC (its image without the chart's TZ) are not read eight hours too
+// old in the chart's zone: both are read, and the later kept.
+func TestAdoptCapoGoneReadsBothZones(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: capoadopt.ConfigMapName},
+		Data:       map[string]string{"10.0.0.5": "kafka_broker-0_node-a_" + now.Add(-10*time.Minute).UTC().Format(capoadopt.TimeLayout)},
+	}
+	c := newCtl(t, cm)
+	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5"}})
+	code, out, errw := c.run("", "adopt-capo", "--dry-run")
+	if code != 0 || !strings.Contains(out, "zone Asia/Shanghai or UTC") || !strings.Contains(squash(out), "10m0s 30m0s would adopt") {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
+	}
+}
+
 // squash collapses a table's padding to single spaces.
 func squash(s string) string {
 	lines := strings.Split(s, "\n")

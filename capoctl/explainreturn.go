@@ -50,7 +50,7 @@ func (c *cli) explainReturn(pod *corev1.Pod, d selection.Decision) error {
 	}
 	fmt.Fprintf(c.out, "  address back on return: yes, %s (returnAddress %s), unless Calico has it allocated or its pool no longer fits; the pod's Events say\n", ips, mode)
 	if mode == config.ReturnAnyNode {
-		fmt.Fprintln(c.out, "    if Calico still has it allocated to this member's earlier sandbox on a node Kubernetes has declared lost (its Node deleted, or tainted unreachable or out-of-service), capo-ipam frees that allocation first (Event AddressReclaimed)")
+		fmt.Fprintln(c.out, "    if Calico still has it allocated to this member's earlier sandbox on a node Kubernetes has declared lost (its Node deleted, or tainted out-of-service; unreachable is not dead), capo-ipam frees that allocation first (Event AddressReclaimed)")
 	}
 	return nil
 }

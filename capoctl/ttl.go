@@ -73,6 +73,8 @@ func (l *ttlLookup) load(kind, ns, name string, set func(time.Duration)) {
 		l.invalid[key] = err.Error()
 		return
 	}
+	// As the controller does: the operator's maxIPReserveTime caps it.
+	d, _ = l.c.config().CapReserveTime(d)
 	set(d)
 }
 

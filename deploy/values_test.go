@@ -22,6 +22,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"agent typo":                  {map[string]any{"agent": map[string]any{"podAnnotation": map[string]any{"a": "b"}}}, "podAnnotation"},
 		"wrong type":                  {map[string]any{"controller": map[string]any{"replicas": "two"}}, "replicas"},
 		"not a duration":              {map[string]any{"config": map[string]any{"ipReserveTime": "40 minutes"}}, "ipReserveTime"},
+		"cap not a duration":          {map[string]any{"config": map[string]any{"maxIPReserveTime": "a day"}}, "maxIPReserveTime"},
 		"unknown mode":                {map[string]any{"config": map[string]any{"returnAddress": "sometimes"}}, "returnAddress"},
 		"unknown datastore":           {map[string]any{"datastore": map[string]any{"type": "etcd"}}, "type"},
 		"env without a name":          {map[string]any{"agent": map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}}, "name"},
@@ -46,7 +47,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 // away from capo's default, no field of the parsed config keeps its default.
 func TestEveryConfigKeyRendered(t *testing.T) {
 	_, objs := render(t, "capo", "capo-system", map[string]any{"config": map[string]any{
-		"ipReserveTime": "2h", "ipReserveMaxCount": 7, "ipReleasePeriod": "9s",
+		"ipReserveTime": "2h", "maxIPReserveTime": "48h", "ipReserveMaxCount": 7, "ipReleasePeriod": "9s",
 		"labelSelector":  map[string]any{"matchLabels": map[string]any{"tier": "db"}},
 		"podSelectors":   []any{map[string]any{"matchLabels": map[string]any{"app": "zk"}}},
 		"reserveTimeout": "3s", "deletedPodMemory": "1h", "returnAddress": "anyNode",

@@ -71,7 +71,7 @@ Flags:
 	common.Register(fs, 50, "")
 	fs.StringVar(&o.Namespace, "namespace", kubeclient.Env("POD_NAMESPACE", "kube-system"), "namespace of the lease and the config ConfigMap (env POD_NAMESPACE)")
 	fs.StringVar(&o.ConfigMap, "config-map", "capo-config", "name of the ConfigMap holding config.yaml (a CapoConfig); absent means the defaults")
-	fs.StringVar(&o.ReleaseConfigMap, "release-config-map", controller.DefaultReleaseConfigMap, "name of the ConfigMap in --namespace through which releases are asked for by hand (key: node name, value: all, pod=<namespace>/<name>, or addresses); answered keys are removed")
+	fs.StringVar(&o.ReleaseConfigMap, "release-config-map", controller.DefaultReleaseConfigMap, "name of the ConfigMap in --namespace through which releases are asked for by hand (key: node name, value: all, pod=<namespace>/<name>, or addresses); answered keys are removed; a request is applied once, to what is held when first seen; the chart sets it with controller.releaseConfigMap, which its Role follows")
 	fs.StringVar(&o.LeaseName, "lease-name", "capo-controller", "name of the leader-election Lease")
 	fs.StringVar(&o.Identity, "identity", kubeclient.Env("POD_NAME", host), "this replica's name in the lease (env POD_NAME)")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a lease lasts without renewal: the longest a dead leader blocks a new one")

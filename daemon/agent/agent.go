@@ -108,6 +108,8 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		sandboxes: calicoSandboxes{calico: calico},
 		nodes:     kube.CoreV1().Nodes(),
 		cooldown:  &calicoview.Cooldown{REST: kube.Discovery().RESTClient(), Every: time.Minute},
+		// On etcdv3 a Calico node's name may not be its Node's.
+		calicoNodes: calicoNodes{calico},
 	}
 	a.returner = ret
 	dec.guard = ret.guard

@@ -2,10 +2,17 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
+	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +29,18 @@ type nodeGetter interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
 }
 
+// calicoNodeGetter reads one Calico node (clientv3's NodeInterface has it).
+type calicoNodeGetter interface {
+	Get(ctx context.Context, name string, opts options.GetOptions) (*libapiv3.Node, error)
+}
+
+// calicoNodes reads Calico nodes through the client, when asked.
+type calicoNodes struct{ calico clientv3.Interface }
+
+func (c calicoNodes) Get(ctx context.Context, name string, opts options.GetOptions) (*libapiv3.Node, error) {
+	return c.calico.Nodes().Get(ctx, name, opts)
+}
+
 // predecessor is the allocation of e's address capo-ipam is to free before
 // requesting it for pod (returns.Reclaim), or nil. The holder's Node is
 // read only once everything else allows it: first the rule is asked as if
@@ -33,11 +52,8 @@ func (r *returner) predecessor(ctx context.Context, mode config.ReturnMode, pod 
 	if p, _ := returns.Reclaim(mode, pod, e, r.node, network, h, returns.NodeGone); p == nil {
 		return nil
 	}
-	node, err := r.nodes.Get(ctx, h.Node, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		node = nil
-	case err != nil:
+	node, err := r.kubeNode(ctx, h.Node)
+	if err != nil {
 		slog.Info("not freeing a returning member's address from its predecessor: its node could not be read", "pod", pod.Namespace+"/"+pod.Name, "ip", e.IP, "node", h.Node, "err", err)
 		return nil
 	}
@@ -46,6 +62,43 @@ func (r *returner) predecessor(ctx context.Context, mode config.ReturnMode, pod 
 		slog.Info("not freeing a returning member's address from its predecessor", "pod", pod.Namespace+"/"+pod.Name, "ip", e.IP, "why", why)
 	}
 	return p
+}
+
+// kubeNode reads the Kubernetes Node of the Calico node an allocation
+// names; nil when it is gone. On the etcdv3 datastore a Calico node may be
+// named otherwise than its Node (its orchRefs name the Node): read by the
+// Calico name, every such node would look gone. A Calico node that does not
+// exist is gone, as Calico's GC judges it; one that names no Kubernetes
+// Node is not Kubernetes' to declare lost.
+func (r *returner) kubeNode(ctx context.Context, calicoName string) (*corev1.Node, error) {
+	name := calicoName
+	if r.calicoNodes != nil {
+		cn, err := r.calicoNodes.Get(ctx, calicoName, options.GetOptions{})
+		switch {
+		case errors.As(err, new(cerrors.ErrorResourceDoesNotExist)):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("reading Calico node %s: %w", calicoName, err)
+		}
+		if name = kubeNodeName(cn); name == "" {
+			return nil, fmt.Errorf("calico node %s names no Kubernetes Node in its orchRefs: not a node Kubernetes declares lost", calicoName)
+		}
+	}
+	node, err := r.nodes.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return node, err
+}
+
+// kubeNodeName is the Kubernetes Node a Calico node names, "" for none.
+func kubeNodeName(n *libapiv3.Node) string {
+	for _, ref := range n.Spec.OrchRefs {
+		if ref.Orchestrator == apiv3.OrchestratorKubernetes && ref.NodeName != "" {
+			return ref.NodeName
+		}
+	}
+	return ""
 }
 
 // appendPredecessor adds p unless its sandbox is there already (one

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,7 +63,7 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 		reads  int
 	}{
 		{"Node gone", &fakeNodes{}, pred, returns.NodeGone, 1},
-		{"unreachable", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeUnreachable)}}, pred, returns.NodeUnreachable, 1},
+		{"unreachable: maybe only partitioned", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeUnreachable)}}, pred, "", 1},
 		{"out of service", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeOutOfService)}}, pred, returns.NodeOutOfService, 1},
 		{"NotReady, kubelet reporting", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeNotReady)}}, pred, "", 1},
 		{"Node unreadable", &fakeNodes{err: errors.New("timeout")}, pred, "", 1},
@@ -79,6 +82,59 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 			}
 			if tc.nodes.reads != tc.reads {
 				t.Errorf("%d Node reads, want %d", tc.nodes.reads, tc.reads)
+			}
+		})
+	}
+}
+
+// fakeCalicoNodes answers Calico node reads: each names its Kubernetes
+// Node in its orchRefs ("" for none); missing ones do not exist.
+type fakeCalicoNodes map[string]string
+
+func (f fakeCalicoNodes) Get(_ context.Context, name string, _ options.GetOptions) (*libapiv3.Node, error) {
+	k, ok := f[name]
+	if !ok {
+		return nil, cerrors.ErrorResourceDoesNotExist{Identifier: name}
+	}
+	n := libapiv3.NewNode()
+	n.Name = name
+	if k != "" {
+		n.Spec.OrchRefs = []libapiv3.OrchRef{{Orchestrator: "k8s", NodeName: k}}
+	}
+	return n, nil
+}
+
+// On etcdv3 a Calico node may be named otherwise than its Kubernetes Node:
+// the Node is read by the name Calico's orchRefs give, so a live node does
+// not look gone. A Calico node that does not exist is gone, as Calico's GC
+// judges it; one that names no Kubernetes Node is nobody's to declare lost.
+func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
+	ctx := context.Background()
+	_, pod := returnerHolding(t, reservetest.NewStore(reserve.DefaultLimits))
+	pod.UID = "pod-new"
+	e := reserve.Entry{IP: "10.0.0.3", Node: "n2.example.com", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
+	pred := &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2.example.com"}
+	outOfService := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}}}
+	for _, tc := range []struct {
+		name   string
+		calico fakeCalicoNodes
+		nodes  map[string]*corev1.Node
+		want   returns.Lost
+	}{
+		{"live, named otherwise", fakeCalicoNodes{"n2.example.com": "n2"}, map[string]*corev1.Node{"n2": {}}, ""},
+		{"out of service, named otherwise", fakeCalicoNodes{"n2.example.com": "n2"}, map[string]*corev1.Node{"n2": outOfService}, returns.NodeOutOfService},
+		{"its Node deleted", fakeCalicoNodes{"n2.example.com": "n2"}, nil, returns.NodeGone},
+		{"its Calico node deleted", fakeCalicoNodes{}, map[string]*corev1.Node{"n2": {}}, returns.NodeGone},
+		{"not a Kubernetes node", fakeCalicoNodes{"n2.example.com": ""}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &returner{node: "n1", nodes: &fakeNodes{nodes: tc.nodes}, calicoNodes: tc.calico}
+			got := r.predecessor(ctx, config.ReturnAnyNode, pod, e, pred, "k8s-pod-network")
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("freeing %+v", got)
+			case tc.want != "" && (got == nil || got.Lost != tc.want):
+				t.Fatalf("%+v, want freed, node %s", got, tc.want)
 			}
 		})
 	}

@@ -52,6 +52,9 @@ type returner struct {
 	// nodes reads the Node a predecessor's allocation names, to learn
 	// whether Kubernetes has declared it lost (returns.Reclaim); nil: never.
 	nodes nodeGetter
+	// calicoNodes names the Node of the Calico node an allocation names
+	// (kubeNode); nil: the two names are one.
+	calicoNodes calicoNodeGetter
 
 	// locks order the end of a returned address's reservation with new
 	// reservations of the same address (guard), address by address.

@@ -82,6 +82,7 @@ type Controller struct {
 	legacyWarned   map[string]string              // nodes told their release annotation is not read, and its value
 	unwatchedTold  map[reserve.Ref]string         // reservations told their owner's kind is not watched, and why
 	poolsAt        time.Time                      // the last read of Calico's pool utilization (pass goroutine only)
+	requestsSeen   map[request]time.Time          // releases by hand answered, and when first seen (pass goroutine only)
 }
 
 // New builds a controller on real clients.

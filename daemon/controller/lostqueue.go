@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -157,11 +158,23 @@ func (c *Controller) reserveLost(ctx context.Context, node string) {
 }
 
 // stillTheirs drops the addresses that must not be reserved now: one Calico
-// has given to another pod, and, for a node whose agent is away, one no
-// longer allocated to its pod (the agent, or the release after it, has
-// already been through: a reservation now would only hold it again).
+// has given to another pod or to another incarnation of the pod's name, and
+// a free one that a reservation holds already (the agent's, or another
+// pod's: a second entry would only be a second claim on it).
+//
+// A free address is reserved, whatever the reason: Calico's GC frees an
+// away agent's allocation after its leak grace, which may come before the
+// controller sees the agent go (a readiness probe takes its failures to
+// fail), and a free, unreserved address is the next pod's. Reserving it a
+// second time after its reservation already ended (the agent reserved, and
+// the TTL released it before this late write: an evicted pod taken up when
+// its node's agent went away days later) is safe: the entry is dated, and
+// seen, from the teardown (tornDownAt), not from the write, so the next
+// pass releases it again by the TTL that released it before. A successor
+// that took the address back holds it in Calico, and is not reserved for;
+// a manual release names the entry's place, and ends it again.
 func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]reserve.Entry, error) {
-	var keep []reserve.Entry
+	var keep, free []reserve.Entry
 	for _, e := range entries {
 		ip, err := netip.ParseAddr(e.IP)
 		if err != nil {
@@ -172,19 +185,65 @@ func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) (
 			return nil, err
 		}
 		switch {
+		case h == nil:
+			free = append(free, e)
+			continue
 		case h.Is(e.Namespace, e.Pod):
 			var why string
 			if e, why = c.ofIncarnation(e, h); why != "" {
 				slog.Info("not reserving for an earlier incarnation an address of its pod's name", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "podUID", e.PodUID, "handle", h.Handle, "why", why)
 				continue
 			}
-		case h != nil:
+		default:
 			slog.Warn("not reserving an address Calico has given to another pod", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "now", h.Namespace+"/"+h.Pod)
-			continue
-		case e.Reason == ReasonAgentAway:
 			continue
 		}
 		keep = append(keep, e)
 	}
-	return keep, nil
+	if len(free) == 0 {
+		return keep, nil
+	}
+	unheld, err := c.unreserved(ctx, free)
+	if err != nil {
+		return nil, err
+	}
+	return append(keep, unheld...), nil
+}
+
+// unreserved are the entries whose address no reservation holds yet, by
+// itself or in a CIDR entered by hand.
+func (c *Controller) unreserved(ctx context.Context, free []reserve.Entry) ([]reserve.Entry, error) {
+	l, err := c.store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reservations: %w", err)
+	}
+	var out []reserve.Entry
+	for _, e := range free {
+		ip, err := netip.ParseAddr(e.IP)
+		if err != nil {
+			continue
+		}
+		if h, ok := heldBy(l.Entries, ip.Unmap()); ok {
+			slog.Info("not reserving a free address a reservation holds already", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "heldFor", h.Namespace+"/"+h.Pod, "heldOn", h.Node)
+			continue
+		}
+		slog.Info("reserving a free, unreserved address of a selected teardown: Calico freed it before the controller saw the node uncovered", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "reason", e.Reason, "tornDownAt", e.ReservedAt)
+		// Its age counts from the teardown: see stillTheirs.
+		e.Seen = e.ReservedAt
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// heldBy is the entry whose address or CIDR holds ip, if any.
+func heldBy(entries []reserve.Entry, ip netip.Addr) (reserve.Entry, bool) {
+	for _, h := range entries {
+		if a, err := netip.ParseAddr(h.IP); err == nil && a.Unmap() == ip {
+			return h, true
+		}
+		if p, err := netip.ParsePrefix(h.IP); err == nil && p.Contains(ip) {
+			return h, true
+		}
+	}
+	return reserve.Entry{}, false
 }

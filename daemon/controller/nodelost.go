@@ -63,11 +63,13 @@ func (c *Controller) podChanged(old, p *corev1.Pod) {
 		}
 		return
 	}
+	// Seen as it happens: the teardown is now, whatever the pod's
+	// readiness said before.
 	if terminated(p) && !terminated(old) {
-		c.podGoing(p, podIPs(p))
+		c.podGoing(p, podIPs(p), c.now())
 	}
 	if dropped := droppedIPs(old, p); len(dropped) > 0 {
-		c.podGoing(p, dropped)
+		c.podGoing(p, dropped, c.now())
 	}
 }
 
@@ -76,7 +78,7 @@ func (c *Controller) podGone(p *corev1.Pod) {
 		c.due()
 		return
 	}
-	c.podGoing(p, podIPs(p))
+	c.podGoing(p, podIPs(p), time.Time{})
 }
 
 func (c *Controller) isAgent(p *corev1.Pod) bool {
@@ -103,7 +105,7 @@ func (c *Controller) scanNode(node string, onlyTerminated bool) {
 	objs, _ := c.caches.pods.GetIndexer().ByIndex(byNode, node)
 	for _, p := range kubeclient.Listed[corev1.Pod](objs) {
 		if !c.isAgent(p) && (!onlyTerminated || terminated(p)) {
-			c.podGoing(p, podIPs(p))
+			c.podGoing(p, podIPs(p), time.Time{})
 		}
 	}
 }
@@ -111,8 +113,9 @@ func (c *Controller) scanNode(node string, onlyTerminated bool) {
 // podGoing reserves ips of a selected pod whose node will not: see
 // coverage.go. A teardown left to the node's agent is remembered for a
 // while, in case that agent hangs while it still looks ready (recent.go).
-func (c *Controller) podGoing(p *corev1.Pod, ips []netip.Addr) {
-	lp, ok := c.selectedTeardown(p, ips)
+// at is when the teardown happened; zero: as the pod's status tells.
+func (c *Controller) podGoing(p *corev1.Pod, ips []netip.Addr, at time.Time) {
+	lp, ok := c.selectedTeardown(p, ips, at)
 	if !ok {
 		return
 	}
@@ -157,7 +160,7 @@ func (lp lostPod) as(reason string) lostPod {
 
 // selectedTeardown is the teardown of ips if the pod is selected, its
 // entries without a reason yet.
-func (c *Controller) selectedTeardown(p *corev1.Pod, ips []netip.Addr) (lostPod, bool) {
+func (c *Controller) selectedTeardown(p *corev1.Pod, ips []netip.Addr, at time.Time) (lostPod, bool) {
 	if p.Spec.NodeName == "" || len(ips) == 0 {
 		return lostPod{}, false
 	}
@@ -167,7 +170,10 @@ func (c *Controller) selectedTeardown(p *corev1.Pod, ips []netip.Addr) (lostPod,
 		return lostPod{}, false
 	}
 	now := c.now()
-	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: podEntries(p, ips, "", now)}, true
+	if at.IsZero() {
+		at = tornDownAt(p, now)
+	}
+	return lostPod{seen: now, pod: p.Namespace + "/" + p.Name, node: p.Spec.NodeName, rule: d.Rule, entries: podEntries(p, ips, "", at)}, true
 }
 
 // podIPs are the pod's addresses as its status gives them.
@@ -202,14 +208,44 @@ func droppedIPs(old, p *corev1.Pod) []netip.Addr {
 	return out
 }
 
-func podEntries(p *corev1.Pod, ips []netip.Addr, reason string, now time.Time) []reserve.Entry {
+// podEntries are p's entries for ips, dated at.
+func podEntries(p *corev1.Pod, ips []netip.Addr, reason string, at time.Time) []reserve.Entry {
 	out := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
-		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: now.UTC(), Sandbox: calicoSandbox(p, ip)}
+		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: at.UTC(), Sandbox: calicoSandbox(p, ip)}
 		e.SetPod(p)
 		out = append(out, e)
 	}
 	return out
+}
+
+// tornDownAt is when p's sandbox went, as its status tells, else now: an
+// entry is dated from its teardown, so that one written late (the agent
+// went away days after an eviction, and the controller takes the evicted
+// pod up from its node's pods) is as old as it is. A pod that ended
+// (Failed, Succeeded) went when it stopped being ready (the kubelet turns
+// it so as its containers end); one deleted while running, when its
+// deletion was asked. A teardown seen as it happens is dated now instead
+// (podChanged): a pod may have been unready long before it ended.
+func tornDownAt(p *corev1.Pod, now time.Time) time.Time {
+	var at time.Time
+	switch {
+	case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status != corev1.ConditionTrue {
+				at = cond.LastTransitionTime.Time
+			}
+		}
+	case p.DeletionTimestamp != nil:
+		at = p.DeletionTimestamp.Time
+		if g := p.DeletionGracePeriodSeconds; g != nil {
+			at = at.Add(-time.Duration(*g) * time.Second)
+		}
+	}
+	if at.IsZero() || at.After(now) {
+		return now
+	}
+	return at
 }
 
 // deletedNode is a Node's last state, kept for its pods' late deletes.
@@ -306,7 +342,7 @@ func (c *Controller) coverLostNodes() {
 	}
 	for _, p := range kubeclient.Listed[corev1.Pod](c.caches.pods.GetStore().List()) {
 		if _, gone := c.nodeState(p.Spec.NodeName); !c.isAgent(p) && (terminated(p) || gone) {
-			c.podGoing(p, podIPs(p))
+			c.podGoing(p, podIPs(p), time.Time{})
 		}
 	}
 }

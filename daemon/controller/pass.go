@@ -29,9 +29,9 @@ func (c *Controller) pass(ctx context.Context) error {
 	cfg := c.config.Get()
 	w := c.caches.world()
 	c.reportUnwatched(entries, c.watchOwners(&w, cfg.OwnerKinds))
-	c.reportBadTTLs(c.caches.policy(&w))
+	c.reportBadTTLs(c.caches.policy(&w, cfg))
 	c.recallRecreatable(&w)
-	var asked []request // release requests by hand this pass answers
+	var asked requests // release requests by hand this pass answers
 	w.Manual, asked = c.manualRequests(entries)
 	t := c.now()
 	plan := release.Plan(entries, t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, w)
@@ -46,10 +46,11 @@ func (c *Controller) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.answered(asked)
 	if err := c.reown(ctx, keptOf(entries, plan), w); err != nil {
 		return err
 	}
-	c.clearManual(ctx, asked)
+	c.clearManual(ctx, asked.asked)
 	return c.upkeep(ctx, entries, released)
 }
 

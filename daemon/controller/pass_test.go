@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -10,10 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/config"
@@ -209,6 +213,52 @@ func TestPassReleasesByHandAsValues(t *testing.T) {
 		if a.GetResource().Resource == "nodes" && a.GetVerb() != "list" && a.GetVerb() != "watch" && a.GetVerb() != "get" {
 			t.Errorf("the controller wrote a Node: %s", a.GetVerb())
 		}
+	}
+}
+
+// A request is applied once: its key left in place (its clear refused,
+// as when the Role names another ConfigMap), the teardowns after it are
+// kept, on this pass and the next, seen or not. Once the key is cleared,
+// the same request given again is a new one.
+func TestAManualRequestIsAppliedOnce(t *testing.T) {
+	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "all"}}
+	b := newPassBed(t, req)
+	clk := &clock{t: now}
+	b.c.now = clk.now
+	refuse := true
+	b.kube.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, DefaultReleaseConfigMap, errors.New("not in resourceNames"))
+		}
+		return false, nil, nil
+	})
+	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", time.Minute))
+	b.pass()
+	if got := b.held(); len(got) != 0 {
+		t.Fatalf("held %+v: the request was not answered", got)
+	}
+	clk.add(time.Minute)
+	b.reserve("n1", fresh("10.0.0.2", "kafka", "b-0", 0))
+	for range 2 { // written since the request, then seen
+		b.pass()
+		clk.add(time.Minute)
+		if _, ok := b.held()["10.0.0.2"]; !ok {
+			t.Fatal("a teardown after the request was released by it")
+		}
+	}
+	if ev := b.eventReasons(); slices.Contains(ev, "ReleaseMatchedNothing") {
+		t.Errorf("events %v: an answered request was called unmatched", ev)
+	}
+	refuse = false
+	b.pass() // the key cleared
+	waitFor(t, "the cleared key", func() bool { return b.c.releaseConfigMap() != nil && len(b.c.releaseConfigMap().Data) == 0 })
+	if _, err := b.kube.CoreV1().ConfigMaps("capo-system").Update(context.Background(), req, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the request given again", func() bool { return len(b.c.releaseConfigMap().Data) == 1 })
+	b.pass()
+	if got := b.held(); len(got) != 0 {
+		t.Fatalf("held %+v: the request given again was not answered", got)
 	}
 }
 

@@ -103,8 +103,8 @@ func (c *Controller) recentWindow() time.Duration {
 
 // coverRecent covers the teardowns node's agent was left within the
 // window, now that the node is uncovered for reason, as the teardowns to
-// come: for an agent away, only what Calico still allocates to the pod
-// (an agent that answered has reserved and released already).
+// come: what Calico still allocates to the pod, or has freed while no
+// reservation holds it (stillTheirs); an agent that answered holds its own.
 func (c *Controller) coverRecent(node, reason string) {
 	recent := c.recent.take(node, c.now().Add(-c.recentWindow()))
 	c.metrics.recentRemembered.Set(float64(c.recent.len()))

@@ -63,16 +63,18 @@ func TestDeleteWhileTheAgentLooksReadyIsCoveredWhenItTurnsNotReady(t *testing.T)
 }
 
 // What is not covered: a teardown older than the window, an address the
-// agent has been through (free), one Calico gave to another pod, and one
-// a new pod of the same name now has.
+// agent has been through (free, and its reservation holds it), one Calico
+// gave to another pod, and one a new pod of the same name now has. A free
+// address no reservation holds is covered (TestAgentAwayReservesAnAddressCalicoFreedFirst).
 func TestRecentTeardownsThatAreNotCovered(t *testing.T) {
 	for name, tc := range map[string]struct {
 		age    time.Duration
 		holder [2]string // "" : free
 		reborn bool
+		agent  bool // the agent's reservation holds it
 	}{
 		"older than the window":       {age: DefaultRecentWindow + time.Second, holder: [2]string{"kafka", "broker-0"}},
-		"free: the agent was through": {age: time.Second},
+		"free: the agent was through": {age: time.Second, agent: true},
 		"given to another pod":        {age: time.Second, holder: [2]string{"web", "web-1"}},
 		"the pod's successor has it":  {age: time.Second, holder: [2]string{"kafka", "broker-0"}, reborn: true},
 	} {
@@ -96,9 +98,15 @@ func TestRecentTeardownsThatAreNotCovered(t *testing.T) {
 				}
 				waitFor(t, "the successor cached", func() bool { return b.c.caches.pod("kafka", "broker-0") != nil })
 			}
+			if tc.agent {
+				agents := reserve.Entry{IP: "10.0.0.5", Node: "n1", Namespace: "kafka", Pod: "broker-0", PodUID: "u0", Reason: reserve.ReasonCNIDel, ReservedAt: now}
+				if _, err := b.store.Reserve(context.Background(), "n1", []reserve.Entry{agents}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			clk.add(tc.age)
 			b.agentReady(false)
-			if e, ok := b.held("10.0.0.5"); ok {
+			if e, ok := b.held("10.0.0.5"); ok && e.Reason != reserve.ReasonCNIDel {
 				t.Fatalf("reserved %+v", e)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,35 +45,61 @@ func newRequests(kube kubernetes.Interface, namespace, name string) cache.Shared
 // request is one node's release by hand, as read.
 type request struct{ node, value string }
 
+// requests are this pass's releases by hand: what they release, and
+// when each was first seen, to keep once they are answered (answered).
+type requests struct {
+	asked []request
+	seen  map[request]time.Time
+}
+
 // manualRequests turns the release ConfigMap's keys into reservations (an
-// address of that node). A request that matches nothing is said (an Event
-// on the ConfigMap, and the log), not dropped in silence: the operator may
-// have mistyped.
-func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, []request) {
+// address of that node). A request is applied once: to what capo held
+// when it was first seen, never to teardowns after it, however long its
+// key stays (its clear refused, another replica leading meanwhile): a key
+// left in place must not release every new teardown it matches. A request
+// that matches nothing is said (an Event on the ConfigMap, and the log),
+// not dropped in silence: the operator may have mistyped.
+func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, requests) {
 	manual := map[reserve.Ref]bool{}
 	c.warnLegacyRequests()
 	cm := c.releaseConfigMap()
 	if cm == nil {
-		return manual, nil
+		return manual, requests{}
 	}
-	var asked []request
+	now := c.now()
+	rs := requests{seen: map[request]time.Time{}}
 	for node, v := range cm.Data {
-		asked = append(asked, request{node, v})
+		r := request{node, v}
+		at, answered := c.requestsSeen[r]
+		if !answered {
+			at = now
+		}
+		rs.asked, rs.seen[r] = append(rs.asked, r), at
 		matched := 0
 		for _, e := range entries {
-			if e.Node == node && matchesManual(v, e) {
+			if e.Node == node && matchesManual(v, e) && (!answered || heldSince(e, at)) {
 				manual[e.Ref()] = true
 				matched++
 			}
 		}
-		if matched == 0 {
+		if matched == 0 && !answered {
 			c.recorder.Eventf(cm, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s: %q matches no address capo holds for node %s; see kubectl capo list --node %s", node, v, node, node)
 			slog.Warn("a release by hand matched nothing", "node", node, "request", v)
 		}
 	}
-	sort.Slice(asked, func(i, j int) bool { return asked[i].node < asked[j].node })
-	return manual, asked
+	sort.Slice(rs.asked, func(i, j int) bool { return rs.asked[i].node < rs.asked[j].node })
+	return manual, rs
 }
+
+// heldSince: e was held, as the controller saw it, by at (an entry not
+// seen yet was written since the last pass, after at).
+func heldSince(e reserve.Entry, at time.Time) bool {
+	return !e.Seen.IsZero() && !e.Seen.After(at)
+}
+
+// answered remembers this pass's requests as applied, once their
+// releases are written: a release that failed is asked again as new.
+func (c *Controller) answered(rs requests) { c.requestsSeen = rs.seen }
 
 func (c *Controller) releaseConfigMap() *corev1.ConfigMap {
 	for _, cm := range kubeclient.Listed[corev1.ConfigMap](c.caches.requests.GetStore().List()) {
@@ -92,8 +119,11 @@ func (c *Controller) clearManual(ctx context.Context, asked []request) {
 			{"op": "remove", "path": key},
 		})
 		if _, err := c.kube.CoreV1().ConfigMaps(c.opts.Namespace).Patch(ctx, c.opts.ReleaseConfigMap, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-			slog.Warn("could not remove an answered release request; it may be answered again (releasing what is gone is a no-op)", "configmap", c.opts.Namespace+"/"+c.opts.ReleaseConfigMap, "node", r.node, "err", err)
+			slog.Warn("could not remove an answered release request; it is not applied again to what capo reserves after it (check that the controller's Role names this ConfigMap)", "configmap", c.opts.Namespace+"/"+c.opts.ReleaseConfigMap, "node", r.node, "err", err)
+			continue
 		}
+		// Gone: the same request given again is a new one.
+		delete(c.requestsSeen, r)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -21,16 +22,18 @@ import (
 // badTTL is an annotation of capo's policy (TTLAnnotation,
 // ScaleDownAnnotation) the planner ignores, and the object to tell.
 type badTTL struct {
-	obj   runtime.Object
-	key   string // kind/namespace/name
-	value string
-	err   error
+	obj    runtime.Object
+	key    string // kind/namespace/name
+	value  string
+	err    error
+	capped time.Duration // a valid time above maxIPReserveTime, held for this instead
 }
 
 // policy puts the workloads' own rules into w: the valid TTLAnnotation
-// values of the cached pods, StatefulSets and namespaces, and the
-// StatefulSets' ScaleDownAnnotation; it returns the invalid ones apart.
-func (c *caches) policy(w *release.World) []badTTL {
+// values of the cached pods, StatefulSets and namespaces, each cut to the
+// operator's maxIPReserveTime (cfg), and the StatefulSets'
+// ScaleDownAnnotation; it returns the invalid and the cut ones apart.
+func (c *caches) policy(w *release.World, cfg *config.Config) []badTTL {
 	t := release.TTLs{Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{}}
 	var bad []badTTL
 	read := func(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
@@ -42,6 +45,10 @@ func (c *caches) policy(w *release.World) []badTTL {
 		if err != nil {
 			bad = append(bad, badTTL{obj: obj, key: key, value: v, err: err})
 			return
+		}
+		if capped, cut := cfg.CapReserveTime(d); cut {
+			bad = append(bad, badTTL{obj: obj, key: key, value: v, capped: capped})
+			d = capped
 		}
 		set(d)
 	}
@@ -89,8 +96,17 @@ func (c *Controller) reportBadTTLs(bad []badTTL) {
 	defer c.mu.Unlock()
 	now := map[string]string{}
 	for _, b := range bad {
-		now[b.key] = b.value
-		if c.badTTLs[b.key] == b.value {
+		seen := b.value
+		if b.capped > 0 {
+			seen += " capped at " + b.capped.String() // a new cap is told again
+		}
+		now[b.key] = seen
+		if c.badTTLs[b.key] == seen {
+			continue
+		}
+		if b.capped > 0 {
+			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "ReservationTimeCapped", "%s=%s is above the cluster's maxIPReserveTime: addresses are held for %s at most", release.TTLAnnotation, b.value, b.capped)
+			slog.Warn("a reservation time annotation is above maxIPReserveTime: cut", "object", b.key, "value", b.value, "heldFor", b.capped)
 			continue
 		}
 		if strings.HasSuffix(b.key, "/"+release.ScaleDownAnnotation) || strings.HasSuffix(b.key, "/"+release.RecreateAnnotation) {

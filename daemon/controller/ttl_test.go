@@ -57,6 +57,35 @@ func TestPassHonoursReservationTimeAnnotations(t *testing.T) {
 	}
 }
 
+// The operator's maxIPReserveTime caps what a tenant's annotation asks
+// for, at every level, with a Warning Event on the object once; what is
+// below the cap is untouched.
+func TestPassCapsReservationTimeAnnotations(t *testing.T) {
+	tenant := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Annotations: map[string]string{release.TTLAnnotation: "720h"}}}
+	b := newPassBed(t, tenant, annotatedSet("kafka", "broker", "1", "720h"), annotatedSet("kafka", "zk", "2", "2h"))
+	cfg := *b.c.config.Get()
+	cfg.MaxIPReserveTime = 3 * time.Hour
+	b.c.config.Set(&cfg)
+	b.reserve("n1",
+		ofSet(held("10.0.0.1", "kafka", "broker-0", 4*time.Hour), "broker", "1"), // 720h cut to 3h: released
+		ofSet(held("10.0.0.2", "kafka", "broker-1", 2*time.Hour), "broker", "1"), // under the cap: kept
+		ofSet(held("10.0.0.3", "kafka", "zk-0", 90*time.Minute), "zk", "2"),      // 2h, below the cap: kept
+		held("10.0.0.4", "tenant", "db-0", 4*time.Hour),                          // namespace 720h cut to 3h: released
+	)
+	b.pass()
+	got := b.held()
+	if len(got) != 2 || got["10.0.0.2"].IP == "" || got["10.0.0.3"].IP == "" {
+		t.Fatalf("kept %v; want 10.0.0.2 and 10.0.0.3", got)
+	}
+	if n := countOf(b.eventReasons(), "ReservationTimeCapped"); n != 2 {
+		t.Fatalf("want a ReservationTimeCapped Event on the StatefulSet and the namespace, got %d", n)
+	}
+	b.pass()
+	if n := countOf(b.eventReasons(), "ReservationTimeCapped"); n != 0 {
+		t.Fatal("the same cut was reported again")
+	}
+}
+
 func TestPassKeepsScaledDownMembersWhenTheSetSaysSo(t *testing.T) {
 	kept := annotatedSet("kafka", "broker", "1", "2h")
 	kept.Annotations[release.ScaleDownAnnotation] = release.Keep

@@ -75,15 +75,17 @@ func trimPod(agents labels.Selector) cache.TransformFunc {
 			ObjectMeta: metav1.ObjectMeta{
 				Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 				Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
+				DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
 			},
 			Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
 			Status: corev1.PodStatus{PodIPs: p.Status.PodIPs, PodIP: p.Status.PodIP, Phase: p.Status.Phase},
 		}
-		if agents.Matches(labels.Set(p.Labels)) {
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady {
-					out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-				}
+		// Readiness: an agent's says whether its node is covered; an ended
+		// pod's last change dates its teardown (tornDownAt).
+		ended := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && (ended || agents.Matches(labels.Set(p.Labels))) {
+				out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
 			}
 		}
 		return out, nil

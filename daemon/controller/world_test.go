@@ -76,4 +76,12 @@ func TestTrimPodKeepsAgentReadiness(t *testing.T) {
 	if len(o.(*corev1.Pod).Status.Conditions) != 0 {
 		t.Fatalf("other pod kept conditions: %+v", o.(*corev1.Pod).Status.Conditions)
 	}
+	// An ended pod keeps when it stopped being ready: its teardown's date.
+	ended := other.DeepCopy()
+	ended.Status.Phase = corev1.PodFailed
+	ended.Status.Conditions[1] = corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Unix(1000, 0), Message: "long text"}
+	e, _ := trimPod(agents)(ended)
+	if c := e.(*corev1.Pod).Status.Conditions; len(c) != 1 || !c[0].LastTransitionTime.Equal(&ended.Status.Conditions[1].LastTransitionTime) || c[0].Message != "" {
+		t.Fatalf("ended pod kept conditions: %+v", c)
+	}
 }

@@ -47,8 +47,9 @@ type Source struct {
 	Times map[string]string // the ConfigMap's data: address -> Capo's record
 	Zone  *time.Location    // the zone Capo's pod wrote its times in
 	// Also is another zone they may have been written in (--timezone and
-	// Capo's Deployment disagree): each time is read in both, and the
-	// later kept, so that neither reading ends a reservation early.
+	// Capo's Deployment disagree, or the zone is only a guess): each time
+	// is read in both, and the later that is not in the future kept, so
+	// that neither reading ends a reservation early.
 	Also *time.Location
 }
 
@@ -117,12 +118,27 @@ func lookup(times map[string]string, addr string) string {
 	return ""
 }
 
+// better says whether reading b of a Capo time is kept over reading a (the
+// same wall clock in two zones): a reading in the future is of a zone Capo
+// did not write in (clock skew aside); of the others, the later, so that
+// no reading ends a reservation early.
+func better(b, a, now time.Time) bool {
+	limit := now.Add(futureSlack)
+	switch {
+	case b.After(limit):
+		return false
+	case a.After(limit):
+		return true
+	}
+	return b.After(a)
+}
+
 func candidate(addr, record string, src Source, now time.Time) Candidate {
 	c := Candidate{Entry: reserve.Entry{IP: addr, Reason: reserve.ReasonCapo}, Record: record}
 	zone := src.Zone
 	ns, pod, node, at, err := ParseRecord(record, zone)
 	if src.Also != nil && err == nil {
-		if _, _, _, alt, aerr := ParseRecord(record, src.Also); aerr == nil && alt.After(at) {
+		if _, _, _, alt, aerr := ParseRecord(record, src.Also); aerr == nil && better(alt, at, now) {
 			at, zone = alt, src.Also
 		}
 	}

@@ -134,6 +134,21 @@ func TestDeployedZone(t *testing.T) {
 }
 
 // Read in two zones, a time is the later of its two readings.
+// A reading in the future is of a zone Capo did not write in: of two,
+// the later one that is not in the future is kept.
+func TestReadTwoZonesSkipsAReadingInTheFuture(t *testing.T) {
+	rec := map[string]string{"10.0.0.5": "a_b-0_n_" + now.Add(-10*time.Minute).In(shanghai).Format(TimeLayout)} // 10 minutes ago in Shanghai; 7h50m ahead in UTC
+	for _, src := range []Source{
+		{CIDRs: []string{"10.0.0.5"}, Times: rec, Zone: shanghai, Also: time.UTC},
+		{CIDRs: []string{"10.0.0.5"}, Times: rec, Zone: time.UTC, Also: shanghai},
+	} {
+		cands, _ := Read(src, now)
+		if len(cands) != 1 || !cands[0].Seen.Equal(now.Add(-10*time.Minute)) || cands[0].Note != "" {
+			t.Fatalf("%v/%v: %+v", src.Zone, src.Also, cands)
+		}
+	}
+}
+
 func TestReadTwoZonesKeepsTheLater(t *testing.T) {
 	rec := map[string]string{"10.0.0.5": "a_b-0_n_2026-11-25-11:50:00"} // 10 minutes ago in UTC; 8h10m in Shanghai
 	for _, src := range []Source{

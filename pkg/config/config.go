@@ -29,6 +29,7 @@ const (
 // Config is the validated configuration in force.
 type Config struct {
 	IPReserveTime     time.Duration // a reservation older than this is released
+	MaxIPReserveTime  time.Duration // the most a reservation time annotation may ask for; 0: no cap
 	IPReserveMaxCount int           // more held than this cluster-wide: oldest released first
 	IPReleasePeriod   time.Duration // how often the controller looks
 	Selectors         []capsel.Selector
@@ -77,6 +78,7 @@ type file struct {
 	APIVersion        string                 `json:"apiVersion"`
 	Kind              string                 `json:"kind"`
 	IPReserveTime     *metav1.Duration       `json:"ipReserveTime,omitempty"`
+	MaxIPReserveTime  *metav1.Duration       `json:"maxIPReserveTime,omitempty"`
 	IPReserveMaxCount *int                   `json:"ipReserveMaxCount,omitempty"`
 	IPReleasePeriod   *metav1.Duration       `json:"ipReleasePeriod,omitempty"`
 	LabelSelector     *metav1.LabelSelector  `json:"labelSelector,omitempty"`
@@ -125,6 +127,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c := &Config{
 		IPReserveTime:     dur(f.IPReserveTime, 40*time.Minute),
+		MaxIPReserveTime:  dur(f.MaxIPReserveTime, 0),
 		IPReserveMaxCount: 300,
 		IPReleasePeriod:   dur(f.IPReleasePeriod, 5*time.Second),
 		ReserveTimeout:    dur(f.ReserveTimeout, 8*time.Second),
@@ -154,6 +157,12 @@ func (c *Config) validate() error {
 	if c.IPReserveTime < time.Second {
 		errs = append(errs, fmt.Errorf("ipReserveTime %s: must be at least 1s", c.IPReserveTime))
 	}
+	switch {
+	case c.MaxIPReserveTime < 0 || c.MaxIPReserveTime > 0 && c.MaxIPReserveTime < time.Second:
+		errs = append(errs, fmt.Errorf("maxIPReserveTime %s: must be at least 1s (or unset: no cap)", c.MaxIPReserveTime))
+	case c.MaxIPReserveTime > 0 && c.IPReserveTime > c.MaxIPReserveTime:
+		errs = append(errs, fmt.Errorf("ipReserveTime %s is above maxIPReserveTime %s: raise the cap or lower the default", c.IPReserveTime, c.MaxIPReserveTime))
+	}
 	if c.IPReserveMaxCount < 1 {
 		errs = append(errs, fmt.Errorf("ipReserveMaxCount %d: must be at least 1", c.IPReserveMaxCount))
 	}
@@ -181,6 +190,16 @@ func (c *Config) validate() error {
 		seen[k.Key()] = true
 	}
 	return errors.Join(errs...)
+}
+
+// CapReserveTime is how long a reservation time annotation asking for d
+// is honoured: at most MaxIPReserveTime, the operator's ceiling on what a
+// tenant's annotation may hold an address for; and whether d was cut.
+func (c *Config) CapReserveTime(d time.Duration) (time.Duration, bool) {
+	if c.MaxIPReserveTime > 0 && d > c.MaxIPReserveTime {
+		return c.MaxIPReserveTime, true
+	}
+	return d, false
 }
 
 // selectors turns Capo's labelSelector (any single requirement matching

@@ -115,6 +115,23 @@ func TestReturnAddress(t *testing.T) {
 	}
 }
 
+// maxIPReserveTime caps what an annotation asks for; unset, nothing is cut.
+func TestMaxIPReserveTime(t *testing.T) {
+	if d, cut := Default().CapReserveTime(720 * time.Hour); d != 720*time.Hour || cut {
+		t.Fatalf("no cap: %v %v", d, cut)
+	}
+	c, err := Parse([]byte("apiVersion: config.capo.io/v1\nkind: CapoConfig\nmaxIPReserveTime: 24h\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, cut := c.CapReserveTime(720 * time.Hour); d != 24*time.Hour || !cut {
+		t.Fatalf("720h under a 24h cap: %v %v", d, cut)
+	}
+	if d, cut := c.CapReserveTime(2 * time.Hour); d != 2*time.Hour || cut {
+		t.Fatalf("2h under a 24h cap: %v %v", d, cut)
+	}
+}
+
 func TestInvalidConfigs(t *testing.T) {
 	head := "apiVersion: config.capo.io/v1\nkind: CapoConfig\n"
 	cases := []struct{ name, body, want string }{
@@ -133,6 +150,8 @@ func TestInvalidConfigs(t *testing.T) {
 		{"owner kind listed twice", head + "ownerKinds:\n- {group: example.com, version: v1, kind: Broker}\n- {group: example.com, version: v2, kind: Broker}\n", "listed twice"},
 		{"owner kind known already", head + "ownerKinds:\n- {group: apps.kruise.io, version: v1beta1, kind: StatefulSet}\n", "without being told"},
 		{"owner kind typo", head + "ownerKinds:\n- {group: example.com, version: v1, knd: Broker}\n", "unknown field"},
+		{"tiny cap", head + "maxIPReserveTime: 10ms\n", "maxIPReserveTime 10ms: must be at least 1s"},
+		{"default above the cap", head + "ipReserveTime: 2h\nmaxIPReserveTime: 1h\n", "ipReserveTime 2h0m0s is above maxIPReserveTime 1h0m0s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,7 +18,6 @@ type Lost string
 
 const (
 	NodeGone         Lost = "node-gone"           // its Node object is deleted (a cloud's node controller, an operator)
-	NodeUnreachable  Lost = "node-unreachable"    // tainted node.kubernetes.io/unreachable: its kubelet stopped reporting
 	NodeOutOfService Lost = "node-out-of-service" // tainted node.kubernetes.io/out-of-service: an operator says it is shut down
 )
 
@@ -27,28 +26,29 @@ func (l Lost) Says() string {
 	switch l {
 	case NodeGone:
 		return "its Node object is deleted"
-	case NodeUnreachable:
-		return "tainted " + corev1.TaintNodeUnreachable
 	case NodeOutOfService:
 		return "tainted " + corev1.TaintNodeOutOfService
 	}
 	return "not lost"
 }
 
-// LostNode says whether Kubernetes has declared node lost; nil is a Node
-// object that is gone. A node that is only NotReady (its kubelet still
-// reports, say under pressure or with its runtime down) is not: its
-// kubelet runs the sandbox's DEL itself, and a DEL capo-ipam journaled
-// there is replayed by that node's agent.
+// LostNode says whether Kubernetes asserts that node's workloads are dead;
+// nil is a Node object that is gone. Only two states say so: the Node
+// deleted, or tainted out-of-service (non-graceful node shutdown: an
+// operator says it is off). A node tainted unreachable is not: its kubelet
+// stopped reporting, which a control-plane partition does too, and its
+// pods may still run there with their addresses (a pod force-deleted there
+// is not dead); Calico's own GC holds such an allocation for its leak
+// grace. Nor is a node only NotReady (its kubelet still reports, say under
+// pressure or with its runtime down): its kubelet runs the sandbox's DEL
+// itself, and a DEL capo-ipam journaled there is replayed by that node's
+// agent.
 func LostNode(node *corev1.Node) Lost {
 	if node == nil {
 		return NodeGone
 	}
 	for _, t := range node.Spec.Taints {
-		switch t.Key {
-		case corev1.TaintNodeUnreachable:
-			return NodeUnreachable
-		case corev1.TaintNodeOutOfService:
+		if t.Key == corev1.TaintNodeOutOfService {
 			return NodeOutOfService
 		}
 	}
@@ -91,7 +91,7 @@ func Reclaim(mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, here, net
 	case e.PodUID == "" || e.PodUID == string(pod.UID):
 		return nil, fmt.Sprintf("the reservation of %s names pod UID %q: the pod is not a successor of the one it was reserved for", e.IP, e.PodUID)
 	case lost == "":
-		return nil, fmt.Sprintf("node %s is not lost to Kubernetes (its Node exists, without the %s or %s taint): its kubelet runs the sandbox's DEL", h.Node, corev1.TaintNodeUnreachable, corev1.TaintNodeOutOfService)
+		return nil, fmt.Sprintf("node %s is not lost to Kubernetes (its Node exists, without the %s taint): its sandboxes may still run (unreachable is not dead), and its kubelet runs their DELs", h.Node, corev1.TaintNodeOutOfService)
 	}
 	id, ok := strings.CutPrefix(h.Handle, network+".")
 	if network == "" || !ok || !containerID.MatchString(id) {

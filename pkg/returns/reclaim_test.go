@@ -22,8 +22,13 @@ func TestLostNode(t *testing.T) {
 		want Lost
 	}{
 		{"Node object gone", nil, NodeGone},
-		{"unreachable", taint(corev1.TaintNodeUnreachable), NodeUnreachable},
+		// Unreachable is not dead: a partitioned control plane taints it so
+		// while its pods run.
+		{"unreachable", taint(corev1.TaintNodeUnreachable), ""},
 		{"out of service", taint(corev1.TaintNodeOutOfService), NodeOutOfService},
+		{"unreachable, then out of service", &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}, {Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute},
+		}}}, NodeOutOfService},
 		// NotReady with its kubelet still reporting: it runs its own DELs.
 		{"not ready", taint(corev1.TaintNodeNotReady), ""},
 		{"healthy", &corev1.Node{}, ""},
@@ -49,7 +54,6 @@ func TestReclaim(t *testing.T) {
 		want string // "" = reclaimed
 	}{
 		{"predecessor on a deleted node", config.ReturnAnyNode, nil, NodeGone, ""},
-		{"predecessor on an unreachable node", config.ReturnAnyNode, nil, NodeUnreachable, ""},
 		{"predecessor on an out-of-service node", config.ReturnAnyNode, nil, NodeOutOfService, ""},
 		{"sameNode", config.ReturnSameNode, nil, NodeGone, "returnAddress is sameNode"},
 		{"off", config.ReturnOff, nil, NodeGone, "returnAddress is off"},

@@ -35,7 +35,7 @@ func TestNodeDiesAddressStaysReserved(t *testing.T) {
 		{name: "node-deleted", lose: deleteLostNode, reasons: []string{"node-gone"}},
 		{
 			name: "out-of-service", lose: evictThenOutOfService,
-			reasons: []string{"node-unreachable", "node-out-of-service"},
+			reasons: []string{"node-out-of-service"},
 			echo:    nodebed.Echo{Tolerations: []corev1.Toleration{unreachableFor(5)}},
 		},
 	} {

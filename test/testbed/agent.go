@@ -44,6 +44,7 @@ type Agent struct {
 	logFile        string
 	podNS, podName string        // the agent's pod object, reported Ready while it runs
 	reflecting     chan struct{} // closed when reflectReadiness has stopped; nil if never started
+	readinessLag   time.Duration // AgentOptions.ReadinessLag
 }
 
 // AgentOptions are what a test may change about how the agent runs.
@@ -59,6 +60,10 @@ type AgentOptions struct {
 	// there, as capoctl status and bundle do. The test is skipped on a
 	// host with no global unicast address (the proxy refuses loopback).
 	Reachable bool
+	// ReadinessLag is how long /readyz fails before the pod is reported
+	// NotReady, as the kubelet's probe (period x failureThreshold: the
+	// chart's 5 s x 3 is 15 s); 0 reports it at once.
+	ReadinessLag time.Duration
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -73,7 +78,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), readinessLag: o.ReadinessLag}
 	var hostIP string
 	if o.Reachable {
 		if hostIP = HostIP(); hostIP == "" {

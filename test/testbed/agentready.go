@@ -7,7 +7,8 @@ import (
 
 // reflectReadiness does what the kubelet's readiness probe does for the
 // agent's pod: it polls /readyz and sets the pod's Ready condition on each
-// change, until the process ends. capo-controller covers a node while its
+// change (a failure once it has lasted the agent's ReadinessLag), until
+// the process ends. capo-controller covers a node while its
 // agent's pod is not Ready, so a test sees the agent's readiness act.
 func (a *Agent) reflectReadiness() {
 	a.reflecting = make(chan struct{})
@@ -15,6 +16,7 @@ func (a *Agent) reflectReadiness() {
 		defer close(a.reflecting)
 		client := &http.Client{Timeout: time.Second}
 		last := true // StartAgentWith reported it Ready
+		var failingSince time.Time
 		t := time.NewTicker(300 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -24,7 +26,13 @@ func (a *Agent) reflectReadiness() {
 			case <-t.C:
 			}
 			now := readyz(client, "http://"+a.HealthAddr+"/readyz")
-			if now == last {
+			switch {
+			case now:
+				failingSince = time.Time{}
+			case failingSince.IsZero():
+				failingSince = time.Now()
+			}
+			if now == last || !now && time.Since(failingSince) < a.readinessLag {
 				continue
 			}
 			if err := a.env.setAgentPodReady(a.podNS, a.podName, now); err != nil {
