@@ -6,6 +6,10 @@ LDFLAGS := -s -w -X github.com/capo-net/capo/pkg/version.Version=$(VERSION)
 # Calico's pinned pseudo-versions are unknown to the checksum database; go.sum pins them.
 export GONOSUMDB := github.com/projectcalico,k8s.io
 export CGO_ENABLED := 0
+# go.mod's toolchain line (a patched Go) builds and tests everything, also
+# where the installed Go's go.env says GOTOOLCHAIN=local: the go command
+# fetches it once from the module proxy.
+export GOTOOLCHAIN := auto
 # Every build and test compiles with -trimpath, as the binaries and the test
 # bed's servers are built: one compile of the dependencies serves them all
 # (without it, the test binaries and go vet compiled the whole graph again).

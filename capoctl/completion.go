@@ -77,12 +77,12 @@ func registerCompletions(a *app, root *cobra.Command) {
 	_ = root.RegisterFlagCompletionFunc("capo-namespace", a.complete(namespaceNames, -1))
 }
 
-// complete runs fn against the cluster; max is how many positional
+// complete runs fn against the cluster; most is how many positional
 // arguments the command takes (-1: any). A cluster that cannot be reached
 // completes nothing.
-func (a *app) complete(fn completer, max int) cobra.CompletionFunc {
+func (a *app) complete(fn completer, most int) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		if max >= 0 && len(args) >= max {
+		if most >= 0 && len(args) >= most {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		c, err := a.connect(cmd)

@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"fmt"
+	"math"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -53,10 +56,14 @@ func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
 func kruiseOwner(u *unstructured.Unstructured) release.Owner {
 	o := release.Owner{UID: string(u.GetUID()), StatefulSet: true, Replicas: 1}
 	if n, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas"); found && err == nil {
-		o.Replicas = int32(n)
+		if o.Replicas, err = int32Of(n); err != nil {
+			o.StatefulSet = false
+		}
 	}
 	if n, found, err := unstructured.NestedInt64(u.Object, "spec", "ordinals", "start"); found && err == nil {
-		o.OrdinalStart = int32(n)
+		if o.OrdinalStart, err = int32Of(n); err != nil {
+			o.StatefulSet = false
+		}
 	}
 	items, _, _ := unstructured.NestedSlice(u.Object, "spec", "reserveOrdinals")
 	reserved, err := owners.ParseReserved(items)
@@ -90,4 +97,13 @@ func trimKruiseSet(obj any) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// int32Of is n as the int32 the CRD declares; a value out of that range is
+// not a set's members, so the set is judged only gone or not.
+func int32Of(n int64) (int32, error) {
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("%d is out of int32's range", n)
+	}
+	return int32(n), nil
 }

@@ -39,9 +39,12 @@ func TestKruiseOwnerReadsItsScale(t *testing.T) {
 		want release.Owner
 	}{
 		{"defaults", map[string]any{"template": tmpl}, nil, release.Owner{UID: "ks-1", StatefulSet: true, Replicas: 1, Reserved: map[int]bool{}}},
-		{"replicas, start, reserved", map[string]any{"replicas": int64(3), "ordinals": map[string]any{"start": int64(2)}, "reserveOrdinals": []any{int64(3), "5-6"}, "template": tmpl},
+		{
+			"replicas, start, reserved",
+			map[string]any{"replicas": int64(3), "ordinals": map[string]any{"start": int64(2)}, "reserveOrdinals": []any{int64(3), "5-6"}, "template": tmpl},
 			map[string]string{release.ScaleDownAnnotation: release.Keep},
-			release.Owner{UID: "ks-1", StatefulSet: true, Replicas: 3, OrdinalStart: 2, Reserved: map[int]bool{3: true, 5: true, 6: true}, KeepScaledDown: true}},
+			release.Owner{UID: "ks-1", StatefulSet: true, Replicas: 3, OrdinalStart: 2, Reserved: map[int]bool{3: true, 5: true, 6: true}, KeepScaledDown: true},
+		},
 		{"reserveOrdinals unreadable: never scaled down", map[string]any{"replicas": int64(3), "reserveOrdinals": []any{"x"}}, nil, release.Owner{UID: "ks-1", Replicas: 3}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
