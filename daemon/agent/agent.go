@@ -92,7 +92,9 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.prober = &prober{
 		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
 		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
+		api: apiChecker(kube.Discovery()),
 	}
+	a.readiness.calicoAPI(errAPINotChecked)
 	dec := &decider{
 		cluster: a.cluster, ipam: calico.IPAM(), reserve: a.batcher,
 		selectors: func() []selection.Selector { return cfg().Selectors },

@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"k8s.io/client-go/discovery"
+
+	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// errAPINotChecked holds writes back until the prober's first check of
+// Calico's API group: a write in a group Calico does not read is a loss.
+var errAPINotChecked = errors.New("the Calico API group in force has not been checked yet")
+
+// apiChecker says whether every Calico type the agent touches is served in
+// the group in force and this build can work there. A *NotServedError or
+// *UnsupportedError is sticky (the agent is not ready and refuses to
+// write until a later check passes); any other error is a failed probe.
+func apiChecker(disc discovery.DiscoveryInterface) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := calicoapi.Check(ctx, disc, calicoapi.All); err != nil {
+			return err
+		}
+		m, _ := calicoapi.InForce()
+		return calicoapi.Supported(m)
+	}
+}
+
+// isAPIProblem tells the sticky failures from a transient one.
+func isAPIProblem(err error) bool {
+	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError))
+}
+
+// checkAPI runs the check and records its outcome in r.
+func checkAPI(ctx context.Context, check func(context.Context) error, r *readiness) error {
+	err := check(ctx)
+	switch {
+	case err == nil:
+		r.calicoAPI(nil)
+	case isAPIProblem(err):
+		r.calicoAPI(err)
+	default:
+		r.failed(err)
+	}
+	return err
+}
+
+// calicoAPI records the outcome of a check of Calico's API group.
+func (r *readiness) calicoAPI(err error) {
+	r.mu.Lock()
+	was := r.apiErr
+	r.apiErr = err
+	r.mu.Unlock()
+	switch {
+	case err != nil && (was == nil || was.Error() != err.Error()) && !errors.Is(err, errAPINotChecked):
+		slog.Error("Calico's API group cannot be used: not ready, and no reservation is written", "err", err)
+	case err == nil && was != nil && !errors.Is(was, errAPINotChecked):
+		slog.Info("Calico's API group serves every type capo uses again", "after", was.Error())
+	}
+	r.export()
+}
+
+// apiError is the standing Calico API problem, if any.
+func (r *readiness) apiError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.apiErr
+}
+
+// guard refuses a write while the Calico API group is not usable: the
+// shim then journals the DEL and keeps the address allocated.
+func (s watchedStore) guard() error { return s.r.apiError() }
+
+var _ reserve.Store = watchedStore{}
