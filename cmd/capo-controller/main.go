@@ -16,6 +16,7 @@ import (
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/controller"
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
@@ -24,6 +25,7 @@ import (
 
 func main() {
 	os.Exit(daemon.Main("capo-controller", parseFlags, func(ctx context.Context, opts controller.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
+		opts.CalicoAPI = calicoapi.NewGate(kube.Discovery(), calicoapi.All, 20*time.Second)
 		c, err := controller.New(opts, kube, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err

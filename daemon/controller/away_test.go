@@ -94,7 +94,7 @@ type awayBed struct {
 	ipam  *holders
 }
 
-func newAwayBed(t *testing.T) *awayBed {
+func newAwayBed(t *testing.T, with ...func(*Options)) *awayBed {
 	yes := true
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
@@ -119,7 +119,11 @@ func newAwayBed(t *testing.T) *awayBed {
 		t: t, kube: fake.NewClientset(node, ns, agent, broker), store: reservetest.NewStore(reserve.DefaultLimits),
 		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}},
 	}
-	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, b.store, b.ipam)
+	opts := Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	for _, w := range with {
+		w(&opts)
+	}
+	c, err := New(opts, b.kube, b.store, b.ipam)
 	if err != nil {
 		t.Fatal(err)
 	}
