@@ -32,31 +32,10 @@ func checkCalicoAPI(st *State, newKube func() (kubernetes.Interface, error)) (*C
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := calicoapi.Decide(ctx, calicoapi.Inputs{
-		Env: os.Getenv(calicoapi.EnvGroup), Netconf: st.CalicoAPIGroup,
-		Groups: func(context.Context) ([]string, error) { return groupNames(kube) },
-	})
-	if err != nil {
-		return &CalicoAPI{}, err.Error()
-	}
+	m, err := calicoapi.Verify(ctx, kube.Discovery(), false, st.CalicoAPIGroup, calicoapi.All)
 	rep := &CalicoAPI{Group: m.Group, Source: m.Source}
-	if err := calicoapi.CheckServed(ctx, kube.Discovery().ServerResourcesForGroupVersion, m, calicoapi.All); err != nil {
-		return rep, err.Error()
-	}
-	if err := calicoapi.Supported(m); err != nil {
+	if err != nil {
 		return rep, err.Error()
 	}
 	return rep, ""
-}
-
-func groupNames(kube kubernetes.Interface) ([]string, error) {
-	gl, err := kube.Discovery().ServerGroups()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, g := range gl.Groups {
-		out = append(out, g.Name)
-	}
-	return out, nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 )
 
 // Kind is a Calico resource type capo reads or writes, with its resource
@@ -89,3 +91,17 @@ func CheckServed(_ context.Context, list Resources, m Mode, kinds []Kind) error 
 
 // IsNotServed tells a NotServedError from other failures.
 func IsNotServed(err error) bool { return errors.As(err, new(*NotServedError)) }
+
+// Verify decides the group without keeping it (a CLI's one-off run),
+// then checks that kinds are served there and this build can work in it.
+// It is what capoctl and capo-install check call before they read Calico.
+func Verify(ctx context.Context, disc discovery.DiscoveryInterface, etcd bool, netconf string, kinds []Kind) (Mode, error) {
+	m, err := Decide(ctx, Inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
+	if err != nil {
+		return m, err
+	}
+	if err := CheckServed(ctx, disc.ServerResourcesForGroupVersion, m, kinds); err != nil {
+		return m, err
+	}
+	return m, Supported(m)
+}

@@ -1,0 +1,52 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capo-net/capo/test/testbed"
+)
+
+// The bed serves Calico's crd.projectcalico.org/v1 CRDs only. Told that
+// Calico uses projectcalico.org/v3 (CALICO_API_GROUP, as in Calico's
+// migration window), every capo component refuses loudly, naming the
+// group: where the agent used to stay ready and "reserve" in v1, which
+// Calico no longer reads, and capoctl printed an empty list.
+func TestCalicoTypesNotServedAreLoud(t *testing.T) {
+	v3 := []string{"CALICO_API_GROUP=projectcalico.org/v3"}
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true})
+	env.Agent.WaitMetric(1, "capo_calico_api_info", `group="crd.projectcalico.org/v1"`, `source="discovery"`)
+	env.Agent.Stop()
+
+	a := env.StartAgentWith(testbed.AgentOptions{Env: v3, NotReady: true})
+	a.WaitMetric(1, "capo_agent_not_ready", `reason="calico-api"`)
+	a.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`, `source="env"`)
+	if code, body := a.Readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "not served in API group projectcalico.org/v3: ipreservations") {
+		t.Fatalf("agent /readyz: %d %s", code, body)
+	}
+	// It stays so: nothing it could write would be read by Calico.
+	time.Sleep(3 * time.Second)
+	if code, _ := a.Readyz(); code != http.StatusServiceUnavailable {
+		t.Fatalf("agent turned ready: %d", code)
+	}
+
+	c := env.StartControllerWith("c1", testbed.AgentOptions{Env: v3, NotReady: true})
+	eventually(t, 20*time.Second, "the controller's /readyz naming the group", func() bool {
+		code, body := c.Readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "projectcalico.org/v3")
+	})
+
+	out, code := env.Capoctl(v3, "list")
+	if code == 0 || !strings.Contains(out, "ipreservations") || !strings.Contains(out, "projectcalico.org/v3") {
+		t.Fatalf("capoctl list: exit %d\n%s", code, out)
+	}
+	n := env.SetupNodeCNI()
+	if out, code := env.InstallCheck(n, v3...); code != 1 || !strings.Contains(out, "not served in API group projectcalico.org/v3") {
+		t.Fatalf("capo-install check: exit %d\n%s", code, out)
+	}
+	if out, code := env.InstallCheck(n); code != 0 || !strings.Contains(out, `"Group": "crd.projectcalico.org/v1"`) {
+		t.Fatalf("capo-install check in v1: exit %d\n%s", code, out)
+	}
+}
