@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/projectcalico/calico/libcalico-go/lib/options"
+
+	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicov3"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -48,5 +53,21 @@ func TestCalicoTypesNotServedAreLoud(t *testing.T) {
 	}
 	if out, code := env.InstallCheck(n); code != 0 || !strings.Contains(out, `"Group": "crd.projectcalico.org/v1"`) {
 		t.Fatalf("capo-install check in v1: exit %d\n%s", code, out)
+	}
+}
+
+// Against the real API server, a 404 for a type that is not served names
+// no object: capo's v3 client reads it as "not served", never "absent".
+func TestV3ClientWhereV3IsNotServed(t *testing.T) {
+	objs, err := calicov3.New(bed.REST)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := objs.Get(ctx, "capo-bucket-0", options.GetOptions{}); !calicoapi.IsNotServed(err) {
+		t.Fatalf("get: %v", err)
+	}
+	if _, err := objs.List(ctx, options.ListOptions{}); !calicoapi.IsNotServed(err) {
+		t.Fatalf("list: %v", err)
 	}
 }
