@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,9 +29,10 @@ func TestCalicoTypesNotServedAreLoud(t *testing.T) {
 	a := env.StartAgentWith(testbed.AgentOptions{Env: v3, NotReady: true})
 	a.WaitMetric(1, "capo_agent_not_ready", `reason="calico-api"`)
 	a.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`, `source="env"`)
-	if code, body := a.Readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "not served in API group projectcalico.org/v3: ipreservations") {
-		t.Fatalf("agent /readyz: %d %s", code, body)
-	}
+	eventually(t, 20*time.Second, "the agent's /readyz naming the group", func() bool {
+		code, body := a.Readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not served in API group projectcalico.org/v3: ipreservations")
+	})
 	// It stays so: nothing it could write would be read by Calico.
 	time.Sleep(3 * time.Second)
 	if code, _ := a.Readyz(); code != http.StatusServiceUnavailable {
@@ -69,5 +71,37 @@ func TestV3ClientWhereV3IsNotServed(t *testing.T) {
 	}
 	if _, err := objs.List(ctx, options.ListOptions{}); !calicoapi.IsNotServed(err) {
 		t.Fatalf("list: %v", err)
+	}
+}
+
+// The migration window as Calico's operator sets it: both groups served,
+// calico_api_group: projectcalico.org/v3 in the calico plugin's config.
+// The agent reads it from the node's conflist, as calico-ipam does, and
+// refuses (here v3 is not served at all), where it used to stay ready and
+// reserve in crd.projectcalico.org/v1.
+func TestAgentFollowsTheConflistsCalicoAPIGroup(t *testing.T) {
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true, NoAgent: true})
+	n := env.SetupNodeCNI()
+	var conf map[string]any
+	if err := json.Unmarshal(n.Original, &conf); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range conf["plugins"].([]any) {
+		if pl := p.(map[string]any); pl["type"] == "calico" {
+			pl["calico_api_group"] = "projectcalico.org/v3"
+		}
+	}
+	data, _ := json.MarshalIndent(conf, "", "  ")
+	n.Original = data
+	n.CalicoNodeRewrites(env)
+	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, NotReady: true})
+	a.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`, `source="netconf"`)
+	a.WaitMetric(1, "capo_agent_not_ready", `reason="calico-api"`)
+	eventually(t, 20*time.Second, "the agent's /readyz naming the group", func() bool {
+		code, body := a.Readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "projectcalico.org/v3")
+	})
+	if out, code := env.InstallCheck(n); code != 1 || !strings.Contains(out, `"Source": "netconf"`) {
+		t.Fatalf("capo-install check: exit %d\n%s", code, out)
 	}
 }

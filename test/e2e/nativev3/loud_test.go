@@ -32,9 +32,10 @@ func TestNewInstallIsRefusedLoudly(t *testing.T) {
 		a := env.StartAgentWith(testbed.AgentOptions{Env: c.env, NotReady: true})
 		a.WaitMetric(1, "capo_agent_not_ready", `reason="calico-api"`)
 		a.WaitMetric(1, "capo_calico_api_info", `group="`+c.group+`"`)
-		if code, body := a.Readyz(); code != http.StatusServiceUnavailable || !strings.Contains(body, c.words) {
-			t.Fatalf("agent /readyz: %d %s", code, body)
-		}
+		eventually(t, 20*time.Second, "the agent's /readyz naming the group", func() bool {
+			code, body := a.Readyz()
+			return code == http.StatusServiceUnavailable && strings.Contains(body, c.words)
+		})
 		a.Stop()
 
 		ctl := env.StartControllerWith("c-"+c.group[:3], testbed.AgentOptions{Env: c.env, NotReady: true})
