@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	calicoset "github.com/projectcalico/api/pkg/client/clientset_generated/clientset"
@@ -112,4 +113,39 @@ func (e *Env) deleteV3Pool(ctx context.Context) {
 	if err != nil && !apierrors.IsNotFound(err) {
 		e.T.Logf("testbed: deleting the v3 pool of %s: %v", e.ID, err)
 	}
+}
+
+// CalicoFromEnv is EnvOptions.CalicoRelease for the calico and
+// calico-ipam found in the folder EnvCalicoBin names: a Calico that can
+// run in native v3 mode, which no release the module proxy serves is.
+const CalicoFromEnv = "from-" + EnvCalicoBin
+
+// EnvCalicoBin names a folder holding a v3-capable `calico` binary (it
+// acts as calico-ipam by its file name, as Calico's binaries do from 3.33).
+const EnvCalicoBin = "CAPO_CALICO_BIN"
+
+// SkipWithoutCalicoFromEnv skips t, saying why, when EnvCalicoBin is unset.
+func SkipWithoutCalicoFromEnv(t testing.TB) {
+	t.Helper()
+	if os.Getenv(EnvCalicoBin) == "" {
+		t.Skipf("%s is not set: this test needs a calico binary that runs in native projectcalico.org/v3 mode (Calico 3.33 or later, or master built from a snapshot); no release the module proxy serves can", EnvCalicoBin)
+	}
+}
+
+// calicoFromEnvDir is the bed's CNI bin dir for CalicoFromEnv.
+func (b *Bed) calicoFromEnvDir() (string, error) {
+	src := filepath.Join(os.Getenv(EnvCalicoBin), "calico")
+	if _, err := os.Stat(src); err != nil {
+		return "", fmt.Errorf("%s: no calico binary: %w", EnvCalicoBin, err)
+	}
+	dir := filepath.Join(b.Dir, "cni-bin-"+CalicoFromEnv)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for name, from := range map[string]string{"calico": src, "calico-ipam": src, "capo-ipam": b.Bin.CapoIPAM, "capo-ipam-kube": b.Bin.CapoIPAMKube} {
+		if err := copyFile(from, filepath.Join(dir, name), 0o755); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
