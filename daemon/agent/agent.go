@@ -92,7 +92,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.prober = &prober{
 		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
 		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
-		api: apiChecker(kube.Discovery()),
+		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup),
 	}
 	a.readiness.calicoAPI(errAPINotChecked)
 	dec := &decider{

@@ -19,19 +19,28 @@ var errAPINotChecked = errors.New("the Calico API group in force has not been ch
 // the group in force and this build can work there. A *NotServedError or
 // *UnsupportedError is sticky (the agent is not ready and refuses to
 // write until a later check passes); any other error is a failed probe.
-func apiChecker(disc discovery.DiscoveryInterface) func(context.Context) error {
+// netconf, when set, reads the node's calico_api_group now: the operator
+// may switch Calico's group while the agent runs, and calico-ipam reads it
+// on every call.
+func apiChecker(disc discovery.DiscoveryInterface, netconf func() string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if err := calicoapi.Check(ctx, disc, calicoapi.All); err != nil {
 			return err
 		}
 		m, _ := calicoapi.InForce()
-		return calicoapi.Supported(m)
+		if err := calicoapi.Supported(m); err != nil {
+			return err
+		}
+		if netconf == nil {
+			return nil
+		}
+		return calicoapi.CheckNetconf(m, netconf())
 	}
 }
 
 // isAPIProblem tells the sticky failures from a transient one.
 func isAPIProblem(err error) bool {
-	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError))
+	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError)) || errors.As(err, new(*calicoapi.MismatchError))
 }
 
 // checkAPI runs the check and records its outcome in r.

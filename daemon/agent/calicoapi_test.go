@@ -37,7 +37,7 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 	r := newReadiness(nil, time.Now)
 	r.calicoAPI(errAPINotChecked)
 	objs := reservetest.NewObjects()
-	p := &prober{objs: objs, bucket: 0, r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(bare.Discovery())}
+	p := &prober{objs: objs, bucket: 0, r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(bare.Discovery(), nil)}
 	p.once(context.Background())
 	ok, reason, detail := r.state()
 	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "not served in API group crd.projectcalico.org/v1: ipreservations") {
@@ -57,5 +57,27 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 	p.once(context.Background())
 	if ok, reason, detail := r.state(); !ok {
 		t.Fatalf("still not ready once served: %q %q", reason, detail)
+	}
+}
+
+// Calico's group switched on the node while the agent runs: calico-ipam
+// reads the conflist on every call, so the agent must stop writing where
+// Calico no longer reads.
+func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
+	kube := fake.NewClientset()
+	serveCalicoV1(t, kube)
+	nc := ""
+	r := newReadiness(nil, time.Now)
+	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), func() string { return nc })}
+	p.once(context.Background())
+	r.serve()
+	if ok, reason, detail := r.state(); !ok {
+		t.Fatalf("not ready in v1: %s %s", reason, detail)
+	}
+	nc = calicoapi.GroupV3
+	p.once(context.Background())
+	ok, reason, detail := r.state()
+	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "calico_api_group on this node is projectcalico.org/v3") {
+		t.Fatalf("state %v %q %q", ok, reason, detail)
 	}
 }

@@ -22,3 +22,32 @@ func Supported(m Mode) error {
 	}
 	return nil
 }
+
+// MismatchError is a node whose calico plugin is told another group than
+// the one this process decided: calico-ipam there reads reservations only
+// in its own group.
+type MismatchError struct {
+	Mode    Mode
+	Netconf string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("the calico plugin's calico_api_group on this node is %s, but this process uses %s: calico-ipam would not read what capo reserves; restart capo-agent (or align %s with the CNI config)",
+		e.Netconf, e.Mode, EnvGroup)
+}
+
+// CheckNetconf is nil unless netconf (the node's calico_api_group now)
+// names a group other than m's. On etcdv3, or with no key, it passes.
+func CheckNetconf(m Mode, netconf string) error {
+	if m.Source == SourceEtcd || netconf == "" {
+		return nil
+	}
+	g, err := parseGroup(netconf)
+	if err != nil {
+		return fmt.Errorf("the calico plugin's calico_api_group in the CNI config: %w", err)
+	}
+	if g != m.Group {
+		return &MismatchError{Mode: m, Netconf: g}
+	}
+	return nil
+}

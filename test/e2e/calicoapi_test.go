@@ -105,3 +105,28 @@ func TestAgentFollowsTheConflistsCalicoAPIGroup(t *testing.T) {
 		t.Fatalf("capo-install check: exit %d\n%s", code, out)
 	}
 }
+
+// Calico switched to projectcalico.org/v3 on a running node (calico-node
+// rewrites the conflist with calico_api_group): calico-ipam follows at its
+// next call, so the agent must stop being ready, naming the mismatch.
+func TestAgentNoticesTheNodeSwitchingGroups(t *testing.T) {
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true, NoAgent: true})
+	n := env.SetupNodeCNI()
+	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n})
+	a.WaitMetric(1, "capo_calico_api_info", `group="crd.projectcalico.org/v1"`, `source="discovery"`)
+	var conf map[string]any
+	if err := json.Unmarshal(n.Original, &conf); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range conf["plugins"].([]any) {
+		if pl := p.(map[string]any); pl["type"] == "calico" {
+			pl["calico_api_group"] = "projectcalico.org/v3"
+		}
+	}
+	n.Original, _ = json.MarshalIndent(conf, "", "  ")
+	n.CalicoNodeRewrites(env)
+	eventually(t, 30*time.Second, "the agent's /readyz naming the switch", func() bool {
+		code, body := a.Readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "calico_api_group on this node is projectcalico.org/v3")
+	})
+}
