@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/discovery"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
@@ -84,3 +85,26 @@ func (r *readiness) apiError() error {
 func (s watchedStore) guard() error { return s.r.apiError() }
 
 var _ reserve.Store = watchedStore{}
+
+// gatedIPAM is Calico IPAM behind the readiness's API check: while Calico's
+// group cannot be used, "this handle has no addresses" or "nobody holds
+// this address" is an error (capo-ipam journals, the drain retries), never
+// an answer that lets an address be released unreserved.
+type gatedIPAM struct {
+	IPAM
+	r *readiness
+}
+
+func (g gatedIPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error) {
+	if err := g.r.apiError(); err != nil {
+		return nil, err
+	}
+	return g.IPAM.IPsByHandle(ctx, handleID)
+}
+
+func (g gatedIPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
+	if err := g.r.apiError(); err != nil {
+		return nil, nil, err
+	}
+	return g.IPAM.GetAssignmentAttributes(ctx, addr)
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -79,5 +80,30 @@ func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
 	ok, reason, detail := r.state()
 	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "calico_api_group on this node is projectcalico.org/v3") {
 		t.Fatalf("state %v %q %q", ok, reason, detail)
+	}
+}
+
+type someIPs struct{}
+
+func (someIPs) IPsByHandle(context.Context, string) ([]cnet.IP, error) { return nil, nil }
+func (someIPs) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]string, *string, error) {
+	return nil, nil, nil
+}
+
+// While the group cannot be used, "no addresses" is never the answer: the
+// DEL is journaled and the address stays allocated.
+func TestIPAMReadsRefuseWhileTheGroupCannotBeUsed(t *testing.T) {
+	r := newReadiness(nil, time.Now)
+	r.calicoAPI(&calicoapi.NotServedError{Group: calicoapi.GroupV1, Missing: []string{"ipamhandles"}})
+	g := gatedIPAM{someIPs{}, r}
+	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); !calicoapi.IsNotServed(err) {
+		t.Fatalf("handle read: %v", err)
+	}
+	if _, _, err := g.GetAssignmentAttributes(context.Background(), cnet.IP{}); !calicoapi.IsNotServed(err) {
+		t.Fatalf("holder read: %v", err)
+	}
+	r.calicoAPI(nil)
+	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); err != nil {
+		t.Fatal(err)
 	}
 }
