@@ -104,6 +104,20 @@ func TestAgentFollowsTheConflistsCalicoAPIGroup(t *testing.T) {
 	if out, code := env.InstallCheck(n); code != 1 || !strings.Contains(out, `"Source": "netconf"`) {
 		t.Fatalf("capo-install check: exit %d\n%s", code, out)
 	}
+	// A selected pod's teardown meanwhile: journaled, its address kept
+	// allocated, never released on the agent's empty answer.
+	env.Agent = a
+	sb := env.AddPods("kafka", 1, env.Conflist(testbed.Capo), testbed.StatefulPod("kafka"))[0]
+	env.Evict(sb.Pod.Name)
+	if err := sb.Del(context.Background()); err != nil {
+		t.Fatalf("DEL must not block teardown: %v", err)
+	}
+	if !env.Allocated(sb.IPs[0]) {
+		t.Fatal("the address was released while the agent could not use Calico's group")
+	}
+	if pending, _ := env.Journal().Pending(); len(pending) != 1 {
+		t.Fatalf("journal holds %d records, want 1", len(pending))
+	}
 }
 
 // Calico switched to projectcalico.org/v3 on a running node (calico-node
