@@ -14,7 +14,7 @@ import (
 
 // errAPINotChecked holds writes back until the prober's first check of
 // Calico's API group: a write in a group Calico does not read is a loss.
-var errAPINotChecked = errors.New("the Calico API group in force has not been checked yet")
+var errAPINotChecked = calicoapi.ErrNotChecked
 
 // apiChecker says whether every Calico type the agent touches is served in
 // the group in force and this build can work there. A *NotServedError or
