@@ -82,17 +82,7 @@ func TestV3ClientWhereV3IsNotServed(t *testing.T) {
 func TestAgentFollowsTheConflistsCalicoAPIGroup(t *testing.T) {
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true, NoAgent: true})
 	n := env.SetupNodeCNI()
-	var conf map[string]any
-	if err := json.Unmarshal(n.Original, &conf); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range conf["plugins"].([]any) {
-		if pl := p.(map[string]any); pl["type"] == "calico" {
-			pl["calico_api_group"] = "projectcalico.org/v3"
-		}
-	}
-	data, _ := json.MarshalIndent(conf, "", "  ")
-	n.Original = data
+	n.Original = withAPIGroup(t, n.Original, "projectcalico.org/v3")
 	n.CalicoNodeRewrites(env)
 	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, NotReady: true})
 	a.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`, `source="netconf"`)
@@ -128,19 +118,41 @@ func TestAgentNoticesTheNodeSwitchingGroups(t *testing.T) {
 	n := env.SetupNodeCNI()
 	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n})
 	a.WaitMetric(1, "capo_calico_api_info", `group="crd.projectcalico.org/v1"`, `source="discovery"`)
-	var conf map[string]any
-	if err := json.Unmarshal(n.Original, &conf); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range conf["plugins"].([]any) {
-		if pl := p.(map[string]any); pl["type"] == "calico" {
-			pl["calico_api_group"] = "projectcalico.org/v3"
-		}
-	}
-	n.Original, _ = json.MarshalIndent(conf, "", "  ")
+	n.Original = withAPIGroup(t, n.Original, "projectcalico.org/v3")
 	n.CalicoNodeRewrites(env)
 	eventually(t, 30*time.Second, "the agent's /readyz naming the switch", func() bool {
 		code, body := a.Readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "calico_api_group on this node is projectcalico.org/v3")
 	})
+}
+
+// withAPIGroup is conflist with calico_api_group set in its calico plugin,
+// as Calico's operator writes it.
+func withAPIGroup(t *testing.T, conflist []byte, group string) []byte {
+	t.Helper()
+	var conf struct {
+		Rest    map[string]json.RawMessage
+		Plugins []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(conflist, &conf.Rest); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(conf.Rest["plugins"], &conf.Plugins); err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range conf.Plugins {
+		if pl["type"] == "calico" {
+			pl["calico_api_group"] = group
+		}
+	}
+	plugins, err := json.Marshal(conf.Plugins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf.Rest["plugins"] = plugins
+	out, err := json.MarshalIndent(conf.Rest, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
