@@ -16,6 +16,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/capoadopt"
@@ -40,6 +41,13 @@ var dialCapo = func(cf *kubeFlags) (capoReader, error) {
 	}
 	cfg, err := calicoConfig(r)
 	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(r.rest)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCalicoAPI(kube, cfg); err != nil {
 		return nil, err
 	}
 	c, err := clientv3.New(*cfg)

@@ -7,6 +7,8 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"k8s.io/client-go/discovery"
+
+	"github.com/capo-net/capo/pkg/calicoapi"
 )
 
 // calicoInfo is what status, version and bundle read of Calico itself.
@@ -48,18 +50,13 @@ func (c calicoClient) Objects(ctx context.Context) (map[string]any, map[string]e
 	return objs, errs
 }
 
-// CalicoAPIMode names which API serves Calico's types in the cluster
-// (projectcalico.org/v3, or crd.projectcalico.org/v1 CRDs), or the etcd
-// datastore; "" when it cannot tell. It is a seam: the detection of
-// Calico's API group (issue 26) replaces this with its own.
-var CalicoAPIMode = func(_ context.Context, d discovery.DiscoveryInterface) string {
-	if etcdMode() {
-		return "etcdv3 datastore"
+// CalicoAPIMode names the API group Calico keeps its resources in, decided
+// as every capo component decides it (pkg/calicoapi), or the etcd
+// datastore; with what is wrong in it, where capo cannot work there.
+var CalicoAPIMode = func(ctx context.Context, d discovery.DiscoveryInterface) string {
+	m, err := calicoapi.Verify(ctx, d, etcdMode(), "", calicoapi.All)
+	if err != nil {
+		return fmt.Sprintf("%s (%v)", m, err)
 	}
-	for _, gv := range reservationGroups {
-		if list, err := d.ServerResourcesForGroupVersion(gv); err == nil && len(list.APIResources) > 0 {
-			return gv
-		}
-	}
-	return ""
+	return m.String()
 }

@@ -1,8 +1,10 @@
 package capoctl
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -135,9 +138,21 @@ func connect(k *kubeFlags) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCalicoAPI(kube, cfg); err != nil {
+		return nil, err
+	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("calico datastore: %w", err)
 	}
 	return &clients{kube: kube, store: calicostore.New(calico, reserve.DefaultLimits), calico: calicoClient{calico}}, nil
+}
+
+// checkCalicoAPI refuses to read Calico where a type capo uses is not
+// served in the group Calico uses: libcalico-go would print an empty list.
+func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := calicoapi.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", calicoapi.All)
+	return err
 }

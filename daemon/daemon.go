@@ -12,18 +12,22 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 
+	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/version"
 )
 
 // Run sets up logging and the clients, then runs start until SIGINT or
 // SIGTERM. It returns the process exit code.
-func Run(component string, level slog.Level, datastoreQPS float32, start func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error) int {
+// netconf, when set, gives the node's calico_api_group (see calicoapi).
+func Run(component string, level slog.Level, datastoreQPS float32, netconf func() string, start func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error) int {
 	SetupLogs(os.Stderr, component, level)
 	LimitMemory()
 	kube, err := kubeclient.Kubernetes(component, 50)
@@ -39,6 +43,10 @@ func Run(component string, level slog.Level, datastoreQPS float32, start func(ct
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	slog.Info("starting", "version", version.Version, "datastore", datastore)
+	if _, err := decideCalicoAPI(ctx, kube, datastore, netconf); err != nil {
+		slog.Error("startup", "err", err)
+		return 1
+	}
 	if err := start(ctx, kube, calico); err != nil {
 		slog.Error(component+" stopped", "err", err)
 		return 1
@@ -57,7 +65,11 @@ func Main[O any](component string, parse func([]string) (O, slog.Level, float32,
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	return Run(component, level, qps, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
+	var netconf func() string
+	if n, ok := any(opts).(interface{ CalicoNetconfGroup() string }); ok {
+		netconf = n.CalicoNetconfGroup
+	}
+	return Run(component, level, qps, netconf, func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error {
 		return start(ctx, opts, kube, calico)
 	})
 }
@@ -97,4 +109,17 @@ func buildInfo() prometheus.Gauge {
 	})
 	g.Set(1)
 	return g
+}
+
+// decideCalicoAPI decides, once for the process, the API group Calico's
+// resources are read and written in; the agent, the controller and
+// capoctl then check that every type they use is served there.
+func decideCalicoAPI(ctx context.Context, kube kubernetes.Interface, ds apiconfig.DatastoreType, netconf func() string) (calicoapi.Mode, error) {
+	nc := ""
+	if netconf != nil && ds != apiconfig.EtcdV3 {
+		nc = netconf()
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return calicoapi.DecideOnce(dctx, ds == apiconfig.EtcdV3, nc, kube.Discovery())
 }

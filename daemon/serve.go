@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/capo-net/capo/pkg/calicoapi"
 )
 
 // Check answers a probe: ok, and a one-line reason either way.
@@ -31,9 +33,13 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 	return Serve(ctx, addr, mux, "metrics", "--metrics-addr")
 }
 
-// MetricsMux serves /metrics from reg, with capo_build_info added.
+// MetricsMux serves /metrics from reg, with capo_build_info and
+// capo_calico_api_info added.
 func MetricsMux(reg *prometheus.Registry) (*http.ServeMux, error) {
 	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, err
+	}
+	if err := reg.Register(calicoapi.Info()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
 	mux := http.NewServeMux()

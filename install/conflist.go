@@ -20,6 +20,10 @@ type State struct {
 	IPAMPath  []any  // where the calico plugin's ipam block is
 	IPAMType  string // calico-ipam, capo-ipam, or what else it is
 	Installed bool
+	// CalicoAPIGroup is the calico plugin's calico_api_group: Calico's CNI
+	// plugins use it when CALICO_API_GROUP is not set, so capo does too.
+	CalicoAPIGroup string
+	Etcd           bool // the calico plugin uses the etcdv3 datastore
 }
 
 // Inspect finds the calico plugin's ipam block in a .conflist or a single
@@ -50,6 +54,9 @@ func Inspect(conf []byte) (*State, error) {
 		return nil, fmt.Errorf("the CNI config's plugin is %q, not calico: capo works only in Calico's CNI chain", top.Type)
 	}
 	st := &State{IPAMPath: append(base, "ipam")}
+	if err := st.readCalicoKeys(conf, base); err != nil {
+		return nil, err
+	}
 	s, e, err := jsonedit.Find(conf, st.IPAMPath...)
 	if err != nil {
 		return nil, fmt.Errorf("the calico plugin's ipam block: %w", err)
@@ -118,4 +125,26 @@ func Unpatch(conf []byte) ([]byte, error) {
 		return nil, err
 	}
 	return jsonedit.Replace(conf, s, e, original), nil
+}
+
+// readCalicoKeys reads the calico plugin's datastore keys capo's choice of
+// Calico API group depends on.
+func (st *State) readCalicoKeys(conf []byte, base []any) error {
+	s, e := 0, len(conf)
+	if len(base) > 0 {
+		var err error
+		if s, e, err = jsonedit.Find(conf, base...); err != nil {
+			return fmt.Errorf("the calico plugin's config: %w", err)
+		}
+	}
+	var pl struct {
+		APIGroup      string `json:"calico_api_group"`
+		DatastoreType string `json:"datastore_type"`
+	}
+	if err := json.Unmarshal(conf[s:e], &pl); err != nil {
+		return fmt.Errorf("the calico plugin's config: %v", err)
+	}
+	st.CalicoAPIGroup = pl.APIGroup
+	st.Etcd = pl.DatastoreType == "etcdv3" || pl.DatastoreType == "" // Calico's default
+	return nil
 }

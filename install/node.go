@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +16,9 @@ import (
 // node's pods that will not start while capo-ipam is installed.
 type NodeReport struct {
 	*Report
-	FixedAddressPods           []string `json:",omitempty"`
-	FixedAddressPodsNotChecked string   `json:",omitempty"`
+	FixedAddressPods           []string   `json:",omitempty"`
+	FixedAddressPodsNotChecked string     `json:",omitempty"`
+	CalicoAPI                  *CalicoAPI `json:",omitempty"`
 }
 
 // CheckNode is Check, plus the node's fixed-address pods when a node is
@@ -27,6 +29,11 @@ func CheckNode(o Options, node string, kube func() (kubernetes.Interface, error)
 		return nil, err
 	}
 	full := &NodeReport{Report: rep}
+	if rep.IPAMType != "" { // a config capo can serve: would the agent find Calico's types?
+		if err := full.checkCalico(kube); err != nil {
+			return nil, err
+		}
+	}
 	if node == "" {
 		return full, nil
 	}
@@ -61,4 +68,23 @@ func fixedAddressPods(node string, newKube func() (kubernetes.Interface, error))
 		}
 	}
 	return out, ""
+}
+
+// checkCalico fills CalicoAPI; a type not served, or a group this build
+// cannot work in, is the report's problem: capo would hold nothing there.
+func (full *NodeReport) checkCalico(kube func() (kubernetes.Interface, error)) error {
+	data, err := os.ReadFile(full.Config)
+	if err != nil {
+		return err
+	}
+	st, err := Inspect(data)
+	if err != nil {
+		return err
+	}
+	var problem string
+	full.CalicoAPI, problem = checkCalicoAPI(st, kube)
+	if problem != "" && full.Problem == "" {
+		full.Problem = problem
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/controller"
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
@@ -28,6 +29,7 @@ func main() {
 		if err != nil {
 			return err
 		}
+		opts.CalicoAPI = calicoapi.NewGate(kube.Discovery(), calicoapi.All, 20*time.Second)
 		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err

@@ -92,9 +92,11 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.prober = &prober{
 		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
 		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
+		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup),
 	}
+	a.readiness.calicoAPI(errAPINotChecked)
 	dec := &decider{
-		cluster: a.cluster, ipam: calico.IPAM(), reserve: a.batcher,
+		cluster: a.cluster, ipam: gatedIPAM{calico.IPAM(), a.readiness}, reserve: a.batcher,
 		selectors: func() []selection.Selector { return cfg().Selectors },
 		observe:   func(d time.Duration) { a.metrics.reserveSeconds.Observe(d.Seconds()) },
 		now:       time.Now,
@@ -113,11 +115,11 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	}
 	a.returner = ret
 	dec.guard = ret.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord, ipam: calico.IPAM(), node: opts.NodeName}
-	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord, ipam: gatedIPAM{calico.IPAM(), a.readiness}, node: opts.NodeName}
+	a.drainer = &drainer{journal: j, ipam: gatedIPAM{calico.IPAM(), a.readiness}, decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	ret.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{
-		node: opts.NodeName, cluster: a.cluster, ipam: calico.IPAM(), journal: j, decider: dec, timeout: timeout,
+		node: opts.NodeName, cluster: a.cluster, ipam: gatedIPAM{calico.IPAM(), a.readiness}, journal: j, decider: dec, timeout: timeout,
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
 	}
 	if opts.ManageCNI {

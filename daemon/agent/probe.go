@@ -32,6 +32,9 @@ type watchedStore struct {
 }
 
 func (s watchedStore) Reserve(ctx context.Context, node string, entries []reserve.Entry) (*reserve.Result, error) {
+	if err := s.guard(); err != nil && len(entries) > 0 {
+		return nil, err
+	}
 	res, err := s.Store.Reserve(ctx, node, entries)
 	switch {
 	case err != nil:
@@ -43,6 +46,9 @@ func (s watchedStore) Reserve(ctx context.Context, node string, entries []reserv
 }
 
 func (s watchedStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
+	if err := s.guard(); err != nil {
+		return nil, err
+	}
 	out, err := s.Store.Release(ctx, refs)
 	switch {
 	case err != nil:
@@ -68,8 +74,9 @@ type prober struct {
 		Reserve(ctx context.Context, entries []reserve.Entry) (*reserve.Result, error)
 	}
 	r       *readiness
-	every   time.Duration // while ready
-	retry   time.Duration // while not ready
+	api     func(context.Context) error // Calico's API group: see apiChecker; nil checks nothing
+	every   time.Duration               // while ready
+	retry   time.Duration               // while not ready
 	timeout time.Duration
 }
 
@@ -94,6 +101,14 @@ func (p *prober) run(ctx context.Context) {
 
 // once probes unless a real write proved the agent's writes recently.
 func (p *prober) once(ctx context.Context) {
+	if p.api != nil {
+		actx, cancel := context.WithTimeout(ctx, p.timeout)
+		err := checkAPI(actx, p.api, p.r)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
 	if p.r.provenWithin(p.every) {
 		return
 	}

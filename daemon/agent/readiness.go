@@ -25,10 +25,11 @@ const (
 	reasonConflict    = "conflict"     // the write kept losing compare-and-swap races
 	reasonError       = "error"        // any other failure of the write
 	reasonLoopStopped = "loop-stopped" // one of the agent's loops ended while the agent runs
+	reasonCalicoAPI   = "calico-api"   // a Calico type is not served in the API group in force, or this build cannot work in it
 	reasonStopping    = "stopping"     // Run returned
 )
 
-var notReadyReasons = []string{reasonStarting, reasonForbidden, reasonRefused, reasonUnreachable, reasonTimeout, reasonConflict, reasonError, reasonLoopStopped, reasonStopping}
+var notReadyReasons = []string{reasonStarting, reasonForbidden, reasonRefused, reasonUnreachable, reasonTimeout, reasonConflict, reasonError, reasonLoopStopped, reasonCalicoAPI, reasonStopping}
 
 // readiness is what /readyz says: ready means the agent can reserve now.
 // capo-controller covers a node only while its agent is not ready, so a
@@ -49,6 +50,7 @@ type readiness struct {
 	stopped []string  // loops that ended while the agent runs
 	done    bool      // Run returned
 	pingOut time.Time // start of a batcher round trip not answered yet: see live
+	apiErr  error     // Calico's API group cannot be used: see calicoAPI
 }
 
 func newReadiness(m *metrics, now func() time.Time) *readiness {
@@ -128,6 +130,8 @@ func (r *readiness) state() (ready bool, reason, detail string) {
 		s := append([]string(nil), r.stopped...)
 		sort.Strings(s)
 		return false, reasonLoopStopped, "ended: " + strings.Join(s, ", ")
+	case r.apiErr != nil: // before !wrote: a write that lands in a group Calico does not read proves nothing
+		return false, reasonCalicoAPI, r.apiErr.Error()
 	case !r.wrote:
 		return false, r.reason, r.detail
 	case !r.serving:

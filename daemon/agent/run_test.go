@@ -48,7 +48,9 @@ func testAgent(t *testing.T, metricsAddr string) *Agent {
 		ManageCNI: true, CNIConfDir: filepath.Join(dir, "net.d"), CNIBinDir: filepath.Join(dir, "bin"),
 		CapoIPAMSource: filepath.Join(dir, "capo-ipam"), CNIResync: time.Hour,
 	}
-	return New(opts, fake.NewClientset(), metadatafake.NewSimpleMetadataClient(metaScheme()), fakeCalico{objs: reservetest.NewObjects()})
+	kube := fake.NewClientset()
+	serveCalicoV1(t, kube)
+	return New(opts, kube, metadatafake.NewSimpleMetadataClient(metaScheme()), fakeCalico{objs: reservetest.NewObjects()})
 }
 
 // A fatal error with CNI management on used to hang Run: the wait for the

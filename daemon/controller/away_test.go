@@ -94,11 +94,11 @@ type awayBed struct {
 	ipam  *holders
 }
 
-func newAwayBed(t *testing.T) *awayBed { return newAwayBedWith(t, nil) }
+func newAwayBed(t *testing.T, with ...func(*Options)) *awayBed { return newAwayBedWith(t, nil, with...) }
 
 // newAwayBedWith is newAwayBed with broker-0 changed by f before the
 // controller first sees it.
-func newAwayBedWith(t *testing.T, f func(*corev1.Pod)) *awayBed {
+func newAwayBedWith(t *testing.T, f func(*corev1.Pod), with ...func(*Options)) *awayBed {
 	yes := true
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}},
@@ -126,7 +126,11 @@ func newAwayBedWith(t *testing.T, f func(*corev1.Pod)) *awayBed {
 		t: t, kube: fake.NewClientset(node, ns, agent, broker), store: reservetest.NewStore(reserve.DefaultLimits),
 		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}},
 	}
-	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, OwnerClients{}, b.store, b.ipam)
+	opts := Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	for _, w := range with {
+		w(&opts)
+	}
+	c, err := New(opts, b.kube, OwnerClients{}, b.store, b.ipam)
 	if err != nil {
 		t.Fatal(err)
 	}

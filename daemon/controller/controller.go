@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/daemon"
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/release"
@@ -48,6 +49,10 @@ type Options struct {
 	// remembered, in case the agent hangs while it still looks ready
 	// (recent.go); 0 means DefaultRecentWindow.
 	RecentWindow time.Duration
+	// CalicoAPI, when set, gates every read and write of Calico: while a
+	// type capo uses is not served in the group in force, the controller
+	// is not ready and acts on no view of Calico (nil: no gate, for tests).
+	CalicoAPI *calicoapi.Gate
 }
 
 // Controller wires the parts; Run starts them.
@@ -97,6 +102,9 @@ func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve
 	if err != nil {
 		return nil, fmt.Errorf("agent selector %q: %w", opts.AgentSelector, err)
 	}
+	if opts.CalicoAPI != nil {
+		store, ipam = opts.CalicoAPI.Store(store), opts.CalicoAPI.Reader(ipam)
+	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	c := &Controller{
@@ -128,6 +136,9 @@ const ownerListWait = 30 * time.Second
 func (c *Controller) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- c.serveMetrics(ctx) }()
+	if c.opts.CalicoAPI != nil {
+		go c.opts.CalicoAPI.Run(ctx)
+	}
 	config.Watch(ctx, c.kube, c.opts.Namespace, c.opts.ConfigMap, c.config, c.onConfig)
 	if !c.caches.start(ctx.Done()) {
 		return errors.New("informer caches did not sync")
@@ -216,6 +227,24 @@ func (c *Controller) onConfig(err error) {
 }
 
 func (c *Controller) serveMetrics(ctx context.Context) error {
-	ready := func() bool { return c.synced.Load() && c.config.Loaded() }
-	return daemon.ServeMetrics(ctx, c.opts.MetricsAddr, c.metrics.reg, ready, "caches not synced, or no valid config loaded")
+	mux, err := daemon.MetricsMux(c.metrics.reg)
+	if err != nil {
+		return err
+	}
+	daemon.HandleProbes(mux, c.ready, nil)
+	return daemon.Serve(ctx, c.opts.MetricsAddr, mux, "metrics", "--metrics-addr")
+}
+
+// ready is /readyz: caches synced, a valid config, and Calico's types
+// served in the group in force (the reason names the group when not).
+func (c *Controller) ready() (bool, string) {
+	if !c.synced.Load() || !c.config.Loaded() {
+		return false, "caches not synced, or no valid config loaded"
+	}
+	if c.opts.CalicoAPI != nil {
+		if ok, why := c.opts.CalicoAPI.Ready(); !ok {
+			return false, why
+		}
+	}
+	return true, "ok"
 }

@@ -64,6 +64,10 @@ type AgentOptions struct {
 	// NotReady, as the kubelet's probe (period x failureThreshold: the
 	// chart's 5 s x 3 is 15 s); 0 reports it at once.
 	ReadinessLag time.Duration
+	Env        []string // more environment, e.g. CALICO_API_GROUP=...
+	// NotReady starts the process without waiting for /readyz: for tests
+	// of a component that must refuse to be ready.
+	NotReady bool
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -96,6 +100,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if o.Kubeconfig != "" {
 		argv = append(argv, "KUBECONFIG="+o.Kubeconfig) // env(1): the last assignment wins
 	}
+	argv = append(argv, o.Env...)
 	bin := e.Bed.Bin.CapoAgent
 	if o.Binary != "" {
 		bin = o.Binary
@@ -113,6 +118,12 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	e.T.Cleanup(a.Stop)
+	if o.NotReady { // serving, but not waiting for ready
+		if err := waitHTTP(a.proc, "http://"+a.HealthAddr+"/healthz", nil, "", 30*time.Second); err != nil {
+			e.T.Fatalf("%s not serving (log %s): %v", a.proc.name, a.logFile, err)
+		}
+		return a
+	}
 	if err := waitHTTP(a.proc, "http://"+a.HealthAddr+"/readyz", nil, "", 30*time.Second); err != nil {
 		e.T.Fatalf("capo-agent not ready (log %s): %v", filepath.Join(e.Dir, "agent.log"), err)
 	}
@@ -290,4 +301,15 @@ func (e *Env) patch(do func(context.Context, []byte) error, body map[string]any)
 	if err := do(context.Background(), p); err != nil {
 		e.T.Fatalf("patch %s: %v", p, err)
 	}
+}
+
+// Readyz is what /readyz answers now: its status code and body.
+func (a *Agent) Readyz() (int, string) {
+	resp, err := http.Get("http://" + a.MetricsAddr + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -70,7 +70,10 @@ type Bed struct {
 
 // Main is TestMain for packages that use the bed: it starts it, runs the
 // tests, and tears it down, also on SIGINT/SIGTERM.
-func Main(m *testing.M, out **Bed) int {
+func Main(m *testing.M, out **Bed) int { return MainWith(m, out, Options{}) }
+
+// MainWith is Main on a bed started with opts (see Options).
+func MainWith(m *testing.M, out **Bed, opts Options) int {
 	flag.Parse()
 	if testing.Short() {
 		fmt.Println("testbed: -short given, skipping end-to-end tests")
@@ -82,7 +85,7 @@ func Main(m *testing.M, out **Bed) int {
 	}
 	// libcalico-go logs every call at info through logrus; keep test output for tests.
 	logrus.SetLevel(logrus.WarnLevel)
-	b, err := Start(context.Background(), func(f string, a ...any) { log.Printf(f, a...) })
+	b, err := StartWith(context.Background(), func(f string, a ...any) { log.Printf(f, a...) }, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testbed:", err)
 		return 1
@@ -166,6 +169,16 @@ func (b *Bed) start(ctx context.Context, root string, logf func(string, ...any))
 	b.REST.QPS, b.REST.Burst = 200, 400
 	if b.Kube, err = kubernetes.NewForConfig(b.REST); err != nil {
 		return err
+	}
+	if b.opts.CalicoCRDs == NativeV3 {
+		if err := b.applyV3CRDs(ctx, root); err != nil {
+			return err
+		}
+		if err := b.initNativeV3(ctx); err != nil {
+			return err
+		}
+		// libcalico-go v3.31 speaks only v1 on Kubernetes: etcdv3 alone gets its client.
+		return b.initCalico(ctx, Etcd)
 	}
 	if err := b.applyCalicoCRDs(ctx, root); err != nil {
 		return err

@@ -74,6 +74,8 @@ func (b *Bed) CalicoBinDir(release string) (string, error) {
 	switch release {
 	case "", PinnedCalico:
 		return b.CNIBinDir, nil
+	case CalicoFromEnv:
+		return b.calicoFromEnvDir()
 	case PreviousCalico:
 	default:
 		return "", fmt.Errorf("no Calico %s in the bed; it has %v", release, CalicoReleases)

@@ -43,6 +43,7 @@ func (e *Env) StartControllerWith(identity string, o AgentOptions) *Controller {
 	if o.Kubeconfig != "" {
 		argv = append(argv, "KUBECONFIG="+o.Kubeconfig)
 	}
+	argv = append(argv, o.Env...)
 	argv = append(argv, e.Bed.Bin.CapoController, "--metrics-addr="+c.MetricsAddr,
 		"--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms", "--log-level=debug")
 	c.logFile = filepath.Join(e.Dir, "controller-"+identity+".log")
@@ -51,6 +52,12 @@ func (e *Env) StartControllerWith(identity string, o AgentOptions) *Controller {
 		e.T.Fatal(err)
 	}
 	e.T.Cleanup(c.Stop)
+	if o.NotReady { // serving, but not waiting for ready
+		if err := waitHTTP(c.proc, "http://"+c.MetricsAddr+"/healthz", nil, "", 30*time.Second); err != nil {
+			e.T.Fatalf("%s not serving (log %s): %v", c.proc.name, c.logFile, err)
+		}
+		return c
+	}
 	if err := waitHTTP(c.proc, "http://"+c.MetricsAddr+"/readyz", nil, "", 30*time.Second); err != nil {
 		e.T.Fatalf("capo-controller not ready: %v", err)
 	}

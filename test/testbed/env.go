@@ -152,6 +152,9 @@ func (e *Env) create(ctx context.Context, opts EnvOptions) error {
 			VXLANMode:    apiv3.VXLANModeNever,
 		},
 	}
+	if e.nativeV3() {
+		return e.createV3Pool(ctx, pool)
+	}
 	if _, err := e.Calico.IPPools().Create(ctx, pool, options.SetOptions{}); err != nil {
 		return fmt.Errorf("ippool %s: %w", e.Pool, err)
 	}
@@ -199,6 +202,10 @@ func (e *Env) CapoIPAMLog() string {
 
 func (e *Env) teardown() {
 	ctx := context.Background()
+	if e.nativeV3() {
+		e.deleteV3Pool(ctx)
+		return
+	}
 	// The node's reservations share bucket objects with other nodes':
 	// release them, and the store deletes what is left empty.
 	store := calicostore.New(e.Calico, reserve.DefaultLimits)

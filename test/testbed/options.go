@@ -30,6 +30,11 @@ type Options struct {
 	// NoCapoBinaries skips building capo's binaries into the bed's dir and
 	// its CNI bin dir: for a bed that runs capo from its image.
 	NoCapoBinaries bool
+	// CalicoCRDs is NativeV3 for a bed whose Kubernetes datastore has only
+	// Calico's projectcalico.org/v3 CRDs (V3CRDsDir); "" is the pinned
+	// module's crd.projectcalico.org/v1 CRDs. The etcdv3 datastore is the
+	// same either way.
+	CalicoCRDs string
 }
 
 func (o Options) address() string {

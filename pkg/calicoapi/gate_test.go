@@ -1,0 +1,55 @@
+package calicoapi
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+
+	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/reservetest"
+)
+
+type nobody struct{}
+
+func (nobody) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]string, *string, error) {
+	return nil, nil, nil
+}
+
+func TestGateClosedUntilAPassingCheck(t *testing.T) {
+	var err error = &NotServedError{Group: GroupV3, Missing: []string{"ipamhandles"}}
+	g := NewGateFunc(func(context.Context) error { return err }, time.Hour)
+	s := g.Store(reservetest.NewStore(reserve.DefaultLimits))
+	r := g.Reader(nobody{})
+	ctx := context.Background()
+
+	if _, e := s.List(ctx); !errors.Is(e, ErrNotChecked) {
+		t.Fatalf("before the first check: %v", e)
+	}
+	g.Once(ctx)
+	if _, e := s.List(ctx); !IsNotServed(e) {
+		t.Fatalf("not served: %v", e)
+	}
+	if _, _, e := r.GetAssignmentAttributes(ctx, cnet.IP{}); !ErrGate(e) {
+		t.Fatalf("reader: %v", e)
+	}
+	if ok, why := g.Ready(); ok || why == "" {
+		t.Fatal("ready while not served")
+	}
+	err = nil
+	g.Once(ctx)
+	if _, e := s.List(ctx); e != nil {
+		t.Fatalf("open: %v", e)
+	}
+	if _, _, e := r.GetAssignmentAttributes(ctx, cnet.IP{}); e != nil {
+		t.Fatalf("reader open: %v", e)
+	}
+	// A discovery failure closes it again: an unconfirmed view is not acted on.
+	err = errors.New("connection refused")
+	g.Once(ctx)
+	if _, e := s.Reserve(ctx, "n1", nil); e == nil {
+		t.Fatal("open after a failed check")
+	}
+}

@@ -1,0 +1,72 @@
+package calicoapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+
+	"k8s.io/client-go/discovery"
+)
+
+// The mode this process decided: decided once, then everyone reads it, so
+// no two parts of a process can speak to Calico in different groups.
+var (
+	inForceMu sync.Mutex
+	inForce   *Mode
+)
+
+// DecideOnce decides the group from the environment, netconf (the node's
+// calico_api_group, "" off the node) and the API server's discovery, logs
+// it, and keeps it for the process. Later calls return the first answer.
+func DecideOnce(ctx context.Context, etcd bool, netconf string, disc discovery.DiscoveryInterface) (Mode, error) {
+	inForceMu.Lock()
+	defer inForceMu.Unlock()
+	if inForce != nil {
+		return *inForce, nil
+	}
+	m, err := Decide(ctx, Inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
+	if err != nil {
+		return Mode{}, err
+	}
+	inForce = &m
+	slog.Info("calico API group in force", "group", m.Group, "source", m.Source)
+	return m, nil
+}
+
+// InForce is the mode DecideOnce decided, and whether it has.
+func InForce() (Mode, bool) {
+	inForceMu.Lock()
+	defer inForceMu.Unlock()
+	if inForce == nil {
+		return Mode{}, false
+	}
+	return *inForce, true
+}
+
+func serverGroups(disc discovery.DiscoveryInterface) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) {
+		gl, err := disc.ServerGroups()
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(gl.Groups))
+		for _, g := range gl.Groups {
+			names = append(names, g.Name)
+		}
+		return names, nil
+	}
+}
+
+// Check is CheckServed for the mode in force against disc: what the
+// daemons' readiness and the CLIs call.
+func Check(ctx context.Context, disc discovery.DiscoveryInterface, kinds []Kind) error {
+	m, ok := InForce()
+	if !ok {
+		return errNotDecided
+	}
+	return CheckServed(ctx, disc.ServerResourcesForGroupVersion, m, kinds)
+}
+
+var errNotDecided = errors.New("calico API group not decided yet (DecideOnce was not called)")
