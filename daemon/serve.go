@@ -15,10 +15,11 @@ import (
 // Check answers a probe: ok, and a one-line reason either way.
 type Check func() (bool, string)
 
-// ServeMetrics serves /metrics from reg, with capo_build_info added,
-// /healthz, and /readyz (200 once ready says so) on addr until ctx ends.
-func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() bool, notReady string) error {
-	mux, err := MetricsMux(reg)
+// ServeMetrics serves /metrics from reg, with capo_build_info added and
+// the renamed metrics under their old names too (withOldNames), /healthz,
+// and /readyz (200 once ready says so) on addr until ctx ends.
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, renamed map[string]string, ready func() bool, notReady string) error {
+	mux, err := MetricsMux(reg, renamed)
 	if err != nil {
 		return err
 	}
@@ -31,13 +32,14 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 	return Serve(ctx, addr, mux, "metrics", "--metrics-addr")
 }
 
-// MetricsMux serves /metrics from reg, with capo_build_info added.
-func MetricsMux(reg *prometheus.Registry) (*http.ServeMux, error) {
+// MetricsMux serves /metrics from reg, with capo_build_info added and the
+// renamed metrics (current name to old) under their old names too.
+func MetricsMux(reg *prometheus.Registry, renamed map[string]string) (*http.ServeMux, error) {
 	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(withOldNames(reg, renamed), promhttp.HandlerOpts{}))
 	return mux, nil
 }
 

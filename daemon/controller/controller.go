@@ -206,5 +206,5 @@ func (c *Controller) onConfig(err error) {
 
 func (c *Controller) serveMetrics(ctx context.Context) error {
 	ready := func() bool { return c.synced.Load() && c.config.Loaded() }
-	return daemon.ServeMetrics(ctx, c.opts.MetricsAddr, c.metrics.reg, ready, "caches not synced, or no valid config loaded")
+	return daemon.ServeMetrics(ctx, c.opts.MetricsAddr, c.metrics.reg, Renamed, ready, "caches not synced, or no valid config loaded")
 }
