@@ -31,7 +31,7 @@ func Run(component string, level slog.Level, datastoreQPS float32, start func(ct
 		slog.Error("startup", "err", err)
 		return 1
 	}
-	calico, datastore, err := kubeclient.Calico(datastoreQPS)
+	calico, datastore, err := calicoClient(datastoreQPS)
 	if err != nil {
 		slog.Error("startup", "err", err)
 		return 1
