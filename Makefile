@@ -62,14 +62,16 @@ bin/capoctl:
 ## container engine, as one archive for docker load, ctr images import,
 ## kind load image-archive and crane push (see build/image).
 image:
-	$(GO) run ./build/cmd/capo-image -image $(IMAGE) -version $(VERSION) -o bin/capo-image.tar
+	$(GO) run ./build/cmd/capo-image -image $(IMAGE) -version $(VERSION) -revision $$(git rev-parse HEAD 2>/dev/null) -o bin/capo-image.tar
 
 ## release: VERSION=vX.Y.Z: the image archive, the chart, the manifests,
 ## capoctl and kubectl-capo for linux and darwin, the krew manifest, an SPDX
-## SBOM and SHA256SUMS, all in dist/ (docs/releasing.md).
+## SBOM and SHA256SUMS, all in dist/ (docs/releasing.md). Only from a clean
+## tree whose HEAD is tagged VERSION; ALLOW_UNTAGGED=1 makes a test build.
+ALLOW_UNTAGGED ?= 0
 .PHONY: release
 release:
-	$(GO) run ./build/cmd/capo-release -version $(VERSION) -o dist
+	$(GO) run ./build/cmd/capo-release -version $(VERSION) -o dist $(if $(filter 1,$(ALLOW_UNTAGGED)),-allow-untagged)
 
 ## demo: capo's main job on the real chain, told step by step (root).
 ## The servers are built first, as a step of their own with a generous

@@ -98,11 +98,12 @@ func TestSumsListEveryOtherFile(t *testing.T) {
 // The krew archive holds kubectl-capo and the LICENSE, the same bytes each
 // time.
 func TestPluginArchive(t *testing.T) {
-	a, err := pluginArchive([]byte("binary"), []byte("license"))
+	completions := map[string][]byte{"kubectl-capo.bash": []byte("# bash"), "kubectl-capo.zsh": []byte("# zsh")}
+	a, err := pluginArchive([]byte("binary"), []byte("license"), completions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := pluginArchive([]byte("binary"), []byte("license"))
+	b, _ := pluginArchive([]byte("binary"), []byte("license"), completions)
 	if !bytes.Equal(a, b) {
 		t.Fatal("two archives of the same files differ")
 	}
@@ -126,7 +127,7 @@ func TestPluginArchive(t *testing.T) {
 			t.Errorf("kubectl-capo mode %o", h.Mode)
 		}
 	}
-	if got["kubectl-capo"] != "binary" || got["LICENSE"] != "license" || len(got) != 2 {
+	if got["kubectl-capo"] != "binary" || got["LICENSE"] != "license" || got["completion/kubectl-capo.bash"] != "# bash" || len(got) != 4 {
 		t.Fatalf("archive holds %v", got)
 	}
 }

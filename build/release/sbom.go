@@ -23,8 +23,9 @@ const SBOMFile = "sbom.spdx.json"
 
 // sbom collects an SPDX document's elements; each is added once.
 type sbom struct {
-	doc  spdxDoc
-	seen map[string]bool
+	doc      spdxDoc
+	seen     map[string]bool
+	licenses *licenseFinder
 }
 
 func (b *sbom) pkg(p spdxPackage) string {
@@ -59,7 +60,7 @@ func spdxID(parts ...string) string {
 // writeSBOM writes the SBOM; every list is sorted, and the creation time is
 // the commit's, so the same commit gives the same file.
 func writeSBOM(s Spec, img builtImage, clis []builtCLI) error {
-	b := &sbom{seen: map[string]bool{}, doc: spdxDoc{
+	b := &sbom{seen: map[string]bool{}, licenses: newLicenseFinder(), doc: spdxDoc{
 		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
 		Name:              "capo-" + s.Version,
 		DocumentNamespace: fmt.Sprintf("https://github.com/capo-net/capo/spdx/capo-%s-%s", s.Version, strings.TrimPrefix(img.digest, "sha256:")[:16]),
@@ -136,8 +137,11 @@ func (b *sbom) binary(s Spec, name, goos, arch, path string) (string, error) {
 		if d.Replace != nil {
 			m, note = d.Replace, "replaces "+d.Path+"@"+d.Version+"; "
 		}
+		// Declared and concluded alike: read from the module's own license file.
+		lic := b.licenses.module(m.Path, m.Version)
 		dep := b.pkg(spdxPackage{
 			SPDXID: spdxID("gomod", m.Path, m.Version), Name: m.Path, VersionInfo: m.Version,
+			LicenseDeclared: lic, LicenseConcluded: lic,
 			PrimaryPackagePurpose: "LIBRARY", Comment: note + "go.sum " + m.Sum,
 			ExternalRefs: []spdxExtRef{purl("pkg:golang/" + m.Path + "@" + m.Version)},
 		})
