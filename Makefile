@@ -173,7 +173,8 @@ bench:
 bench-node:
 	@set -o pipefail; $(GO) test -count=1 -timeout 40m -run '^$$' -bench BenchmarkPodStart -benchtime 1x -v ./test/node/ 2>&1 | tee bench-node.log | grep -E '^(Benchmark|ok|FAIL|PASS|panic)|_test.go:|nodebed:'
 
-## manifests: render the Helm chart's defaults into deploy/manifests/capo.yaml.
+## manifests: render the Helm chart's defaults into deploy/manifests/capo.yaml
+## (Kubernetes 1.27+) and its admission policy into capo-admission-policy.yaml (1.30+).
 manifests:
 	$(GO) test ./deploy/ -run TestManifestsInSync -update
 

@@ -75,6 +75,13 @@ func TestChartPackage(t *testing.T) {
 	if n := strings.Count(string(m), "image: ghcr.io/capo-net/capo:v1.2.3"); n != 2 {
 		t.Fatalf("the manifests name the release's image %d times, want 2 (agent, controller)", n)
 	}
+	if strings.Contains(string(m), "kind: ValidatingAdmissionPolicy") {
+		t.Fatal("the manifests carry the admission policy, which Kubernetes before 1.30 refuses")
+	}
+	p, err := os.ReadFile(filepath.Join(s.Out, s.AdmissionFile()))
+	if err != nil || !strings.Contains(string(p), "kind: ValidatingAdmissionPolicyBinding") {
+		t.Fatalf("the admission policy's file: %v\n%s", err, p)
+	}
 }
 
 func TestSumsListEveryOtherFile(t *testing.T) {

@@ -69,18 +69,21 @@ func TestChartAppliesToARealAPIServer(t *testing.T) {
 			}
 		})
 	}
+	// The API server here is 1.30+: the admission policy's file applies too.
 	t.Run("plain manifests", func(t *testing.T) {
-		data, err := os.ReadFile(deploy.ManifestsFile())
-		if err != nil {
-			t.Fatal(err)
-		}
 		createNamespace(t, "capo-system")
-		objs, err := deploy.Objects(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, err := range bed.Apply(ctx, objs, true) {
-			t.Error(err)
+		for _, file := range []string{deploy.ManifestsFile(), deploy.AdmissionManifestsFile()} {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := deploy.Objects(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range bed.Apply(ctx, objs, true) {
+				t.Error(err)
+			}
 		}
 	})
 }
