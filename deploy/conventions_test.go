@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -153,4 +155,36 @@ func TestDashboardNamespaceAndFolder(t *testing.T) {
 func podSpec(t *testing.T, objs []*unstructured.Unstructured, kind, name string) map[string]any {
 	t.Helper()
 	return nested(t, find(t, objs, kind, name), "spec", "template", "spec")
+}
+
+// The chart in the tree names a -dev image no registry has: NOTES.txt says
+// so unless an image is set, rather than an install that looks fine while
+// no pod can pull.
+func TestNotesWarnOfTheDevImage(t *testing.T) {
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(c.Metadata.AppVersion, "-dev") || !strings.HasPrefix(c.Metadata.AppVersion, "v") {
+		t.Fatalf("in-tree appVersion %q: want the next release's vX.Y.Z-dev (make release stamps the real one)", c.Metadata.AppVersion)
+	}
+	for _, tc := range []struct {
+		values map[string]any
+		warn   bool
+	}{
+		{nil, true},
+		{map[string]any{"image": map[string]any{"repository": "registry.example.com/capo", "tag": "v0.2.0"}}, false},
+	} {
+		vals, err := chartutil.ToRenderValues(c, tc.values, chartutil.ReleaseOptions{Name: "capo", Namespace: "capo-system", IsInstall: true}, chartutil.DefaultCapabilities)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := engine.Render(c, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(files["capo/templates/NOTES.txt"], "is published nowhere"); got != tc.warn {
+			t.Errorf("%v: warning %v, want %v:\n%s", tc.values, got, tc.warn, files["capo/templates/NOTES.txt"])
+		}
+	}
 }
