@@ -33,8 +33,8 @@ type capoReader interface {
 }
 
 // dialCapo reaches Calico's datastore as connect does; tests replace it.
-var dialCapo = func(k kubeFlags) (capoReader, error) {
-	r, err := k.resolve()
+var dialCapo = func(cf *kubeFlags) (capoReader, error) {
+	r, err := resolve(cf)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func (f *fakeCapo) Who(_ context.Context, a netip.Addr) (*calicoipam.Holder, err
 
 func withCapo(t *testing.T, f *fakeCapo) {
 	old := dialCapo
-	dialCapo = func(kubeFlags) (capoReader, error) { return f, nil }
+	dialCapo = func(*kubeFlags) (capoReader, error) { return f, nil }
 	t.Cleanup(func() { dialCapo = old })
 }
 

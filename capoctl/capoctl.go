@@ -1,70 +1,54 @@
-// Package capoctl is capoctl: it shows and ends capo's reservations, and
-// explains whether a pod's address would be reserved. Installed as
-// kubectl-capo it is also `kubectl capo`.
+// Package capoctl is capoctl: it shows and ends capo's reservations,
+// explains whether a pod's address would be reserved, says whether capo
+// works on every node (status) and gathers a support bundle. Installed as
+// kubectl-capo it is also `kubectl capo`, on kubectl's conventions: cobra
+// commands, cli-runtime's kubeconfig flags and output printers.
 package capoctl
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/capoadopt"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
-	"github.com/capo-net/capo/pkg/version"
 )
-
-const usage = `capoctl %s: capo's IP reservations.
-
-  capoctl list [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
-      every address held: pod, node, reason, age, and when it expires; then
-      the addresses given back to returning pods, or not, and why (Events)
-  capoctl returns [--node N] [--namespace NS] [--pod NS/NAME] [-o table|json|yaml]
-      only that history of returns, oldest first
-  capoctl release IP... | --pod NS/NAME | --node N | --all  [--yes]
-      end reservations now (asks first); only the reservation goes, an address
-      still allocated in Calico IPAM stays allocated
-  capoctl explain NS/NAME
-      would this pod's address be reserved on teardown, and which rule decides;
-      would it get its address back when it returns, and if not why
-
-  capoctl adopt-capo [--from-namespace ip-reserve] [--timezone ZONE] [--dry-run]
-      take over the reservations of Capo (xdfdotcn/capo) with Capo's times, so
-      ipReserveTime and ipReserveMaxCount continue where Capo left off; skips
-      addresses Calico has allocated since; only reads Capo's objects; says
-      per address what it would adopt (--dry-run) or adopted; safe to repeat
-
-  capoctl completion bash|zsh|fish
-      a shell completion script, e.g. source <(capoctl completion bash)
-
-Reaches the cluster as kubectl does (--kubeconfig, else KUBECONFIG's files
-merged, else ~/.kube/config; --context; --as), and Calico's datastore in that
-same cluster, unless DATASTORE_TYPE=etcdv3 (with ETCD_ENDPOINTS,
-ETCD_CA_CERT_FILE, ...). Reads the config from the ConfigMap capo-config in
---capo-namespace.
-
-Flags:
-`
 
 // cli holds what every command needs.
 type cli struct {
 	ctx       context.Context
 	kube      kubernetes.Interface
 	store     reserve.Store
+	calico    calicoInfo // nil in unit tests that need none
 	capoNS    string
 	in        io.Reader
 	out, errw io.Writer
 	now       time.Time
 	cfg       *config.Config // read once, by config()
 }
+
+// clients are what a dialer reaches.
+type clients struct {
+	kube   kubernetes.Interface
+	store  reserve.Store
+	calico calicoInfo
+}
+
+// dialer reaches the Kubernetes API (for pods, nodes, the config) and the
+// reservations; tests give fakes.
+type dialer func(*kubeFlags) (*clients, error)
+
+// usageError is a command line capoctl cannot run: exit code 2, as before
+// capoctl was on cobra, and nothing is dialed.
+type usageError struct{ error }
 
 // Run runs one capoctl command line and returns its exit code. argv0 is the
 // name it was run by: as kubectl-capo, its usage says `kubectl capo`.
@@ -80,98 +64,62 @@ func Name(argv0 string) string {
 	return "capoctl"
 }
 
-// dialer reaches the Kubernetes API (for pods, nodes, the config) and the
-// reservations; tests give fakes.
-type dialer func(kubeFlags) (kubernetes.Interface, reserve.Store, error)
-
 func run(args []string, in io.Reader, out, errw io.Writer, dial dialer, now time.Time, name string) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(errw)
-	fs.Usage = func() {
-		fmt.Fprintf(errw, strings.ReplaceAll(usage, "capoctl ", name+" "), version.Version)
-		fs.PrintDefaults()
+	root := newRoot(&app{dial: dial, in: in, out: out, errw: errw, now: now}, name)
+	root.SetArgs(oldSpellings(root, args))
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errw)
+	err := root.ExecuteContext(context.Background())
+	if err == nil {
+		return 0
 	}
-	var k kubeFlags
-	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "the kubeconfig file, as kubectl's --kubeconfig")
-	fs.StringVar(&k.context, "context", "", "the kubeconfig context, as kubectl's --context")
-	fs.StringVar(&k.as, "as", "", "act as this user, as kubectl's --as")
-	capoNS := fs.String("capo-namespace", "capo-system", "where capo runs: its capo-config ConfigMap")
-	node := fs.String("node", "", "only this node's reservations (list, release, returns)")
-	namespace := fs.String("namespace", "", "only pods of this namespace (list, returns)")
-	fs.StringVar(namespace, "n", "", "short for --namespace")
-	pod := fs.String("pod", "", "only this pod, as NAMESPACE/NAME (list, release, returns)")
-	output := fs.String("o", "table", "list and returns output: table, json or yaml")
-	yes := fs.Bool("yes", false, "release without asking")
-	all := fs.Bool("all", false, "every reservation capo holds (release), e.g. before uninstalling capo")
-	var ao adoptOptions
-	fs.StringVar(&ao.namespace, "from-namespace", capoadopt.DefaultNamespace, "adopt-capo: Capo's namespace, where its ConfigMap "+capoadopt.ConfigMapName+" is")
-	fs.StringVar(&ao.zone, "timezone", capoadopt.DefaultZone, "adopt-capo: the TZ of Capo's pod, which its times are written in without a zone (default: read from Capo's Deployment, else this)")
-	fs.BoolVar(&ao.dryRun, "dry-run", false, "adopt-capo: say what would be adopted, write nothing")
-	if len(args) == 0 {
-		fs.Usage()
+	var ex exitError
+	if errors.As(err, &ex) {
+		return ex.code
+	}
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") {
+		fmt.Fprintf(errw, "%s: %v\nSee '%s --help' for usage.\n", name, strings.TrimSpace(err.Error()), name)
 		return 2
 	}
-	cmd, rest := args[0], args[1:]
-	// Usage and unknown commands are answered before reaching any cluster.
-	if !slices.Contains(commands, cmd) {
-		fs.Usage()
-		if slices.Contains([]string{"-h", "-help", "--help", "help"}, cmd) {
-			return 0
+	fmt.Fprintln(errw, err)
+	return 1
+}
+
+// exitError ends a command with a code and no further message (status
+// has printed what is wrong).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// oldSpellings rewrites -name and -name=value, as Go's flag package took
+// them before capoctl was on cobra, to --name, for the long flags capoctl
+// knows: scripts that say `-all` or `-node N` keep working. -n, -A, -o
+// and -ojson are shorthands and stay as they are.
+func oldSpellings(root *cobra.Command, args []string) []string {
+	long := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { long[f.Name] = true })
+		for _, s := range c.Commands() {
+			walk(s)
 		}
-		return 2
 	}
-	// Flags may come before, between or after the positional arguments.
-	var positional []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
+	walk(root)
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
 		}
-		if fs.NArg() == 0 {
-			break
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && len(name) > 1 && long[name] {
+			a = "-" + a
 		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+		out = append(out, a)
 	}
-	fs.Visit(func(f *flag.Flag) { ao.zoneSet = ao.zoneSet || f.Name == "timezone" })
-	if cmd == "completion" {
-		return completion(positional, fs, name, out, errw)
-	}
-	kube, store, err := dial(k)
-	if err != nil {
-		fmt.Fprintln(errw, "capoctl:", err)
-		return 1
-	}
-	c := &cli{ctx: context.Background(), kube: kube, store: store, capoNS: *capoNS, in: in, out: out, errw: errw, now: now}
-	switch cmd {
-	case "list":
-		err = c.list(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
-	case "returns":
-		err = c.listReturns(filter{node: *node, namespace: *namespace, pod: *pod}, *output)
-	case "release":
-		err = c.release(positional, *pod, *node, *all, *yes)
-	case "explain":
-		if len(positional) != 1 {
-			err = errors.New("explain takes one pod, as NAMESPACE/NAME")
-		} else {
-			err = c.explain(positional[0])
-		}
-	case "adopt-capo":
-		var r capoReader
-		if r, err = dialCapo(k); err == nil {
-			err = c.adoptCapo(r, ao)
-		}
-	default:
-		fs.Usage()
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintln(errw, "capoctl "+cmd+":", err)
-		return 1
-	}
-	return 0
+	return out
 }
 
 // confirm asks on stdin; anything but y/yes is no.

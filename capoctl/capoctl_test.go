@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/capo-net/capo/pkg/config"
@@ -47,7 +46,9 @@ func (c *ctl) reserve(node string, es ...reserve.Entry) {
 // run runs a command line with stdin; it returns the exit code and output.
 func (c *ctl) run(stdin string, args ...string) (int, string, string) {
 	var out, errw bytes.Buffer
-	dial := func(kubeFlags) (kubernetes.Interface, reserve.Store, error) { return c.kube, c.store, nil }
+	dial := func(*kubeFlags) (*clients, error) {
+		return &clients{kube: c.kube, store: c.store}, nil
+	}
 	code := run(args, strings.NewReader(stdin), &out, &errw, dial, now, "capoctl")
 	return code, out.String(), errw.String()
 }

@@ -1,7 +1,6 @@
 package capoctl
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/release"
@@ -91,16 +89,28 @@ func (c *cli) rows(f filter) ([]row, error) {
 	return out, nil
 }
 
-func (c *cli) list(f filter, output string) error {
+func (c *cli) list(f filter, o *output) error {
 	rows, err := c.rows(f)
 	if err != nil {
 		return err
 	}
-	return c.print(output, rows, func() error {
+	return o.print(c.out, rows, func(wide bool) error {
 		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "IP\tPOD\tNODE\tREASON\tAGE\tEXPIRES IN\tRESERVE TIME")
+		head := "IP\tPOD\tNODE\tREASON\tAGE\tEXPIRES IN\tRESERVE TIME"
+		if wide {
+			head += "\tOWNER\tPOD UID\tSEEN"
+		}
+		fmt.Fprintln(w, head)
 		for _, r := range rows {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)\n", r.IP, r.Namespace+"/"+r.Pod, r.Node, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)), r.ReserveTime, r.ReserveTimeFrom)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s (%s)", r.IP, r.Namespace+"/"+r.Pod, r.Node, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)), r.ReserveTime, r.ReserveTimeFrom)
+			if wide {
+				seen := "<not yet>"
+				if r.Seen != nil {
+					seen = human(c.now.Sub(*r.Seen)) + " ago"
+				}
+				fmt.Fprintf(w, "\t%s\t%s\t%s", orNone(r.OwnerKind, r.OwnerName), orNone(r.PodUID, ""), seen)
+			}
+			fmt.Fprintln(w)
 		}
 		_ = w.Flush()
 		if len(rows) == 0 {
@@ -115,35 +125,9 @@ func (c *cli) list(f filter, output string) error {
 	})
 }
 
-// print writes v as JSON or YAML for scripts, or calls table for people.
-func (c *cli) print(output string, v any, table func() error) error {
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(c.out, string(b))
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(c.out, string(b))
-	case "table", "":
-		return table()
-	default:
-		return fmt.Errorf("-o %s: want table, json or yaml", output)
-	}
-	return nil
-}
-
 func (c *cli) release(ips []string, pod, node string, all, yes bool) error {
-	if len(ips) == 0 && pod == "" && node == "" && !all {
-		return fmt.Errorf("say what to release: addresses, --pod NAMESPACE/NAME, --node NODE, or --all")
-	}
-	if all && (len(ips) > 0 || pod != "" || node != "") {
-		return fmt.Errorf("--all releases everything; give it alone")
+	if err := releaseArgs(ips, pod, node, all); err != nil {
+		return err
 	}
 	want := map[string]bool{}
 	for _, ip := range ips {
@@ -239,6 +223,17 @@ func (c *cli) explain(ref string) error {
 		fmt.Fprintf(c.out, "  held now: %s (%s, %s ago, expires in %s)\n", r.IP, r.Reason, human(c.now.Sub(r.ReservedAt)), human(r.ExpiresAt.Sub(c.now)))
 	}
 	return nil
+}
+
+// orNone is kind/name, or <none> as kubectl prints an empty cell.
+func orNone(kind, name string) string {
+	switch {
+	case kind == "":
+		return "<none>"
+	case name == "":
+		return kind
+	}
+	return kind + "/" + name
 }
 
 // human is a short duration, kubectl style.

@@ -95,7 +95,7 @@ func lastSeen(e corev1.Event) time.Time {
 
 // listReturns prints the history of returns alone, for people and for
 // scripts.
-func (c *cli) listReturns(f filter, output string) error {
+func (c *cli) listReturns(f filter, o *output) error {
 	evs, err := c.returns(f)
 	if err != nil {
 		return err
@@ -103,7 +103,7 @@ func (c *cli) listReturns(f filter, output string) error {
 	if evs == nil {
 		evs = []returnEvent{}
 	}
-	return c.print(output, evs, func() error {
+	return o.print(c.out, evs, func(bool) error {
 		if len(evs) == 0 {
 			fmt.Fprintln(c.out, "(no returns recorded)")
 		}

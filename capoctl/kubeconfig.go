@@ -6,6 +6,7 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -15,65 +16,91 @@ import (
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
-// kubeFlags are kubectl's connection flags.
-type kubeFlags struct{ kubeconfig, context, as string }
-
 // resolved is one cluster, as kubectl would reach it: the Kubernetes client
 // and Calico's are both built from it, so they cannot disagree (before,
 // Calico's client read only the first file of KUBECONFIG=a:b).
 type resolved struct {
 	rest *rest.Config
-	// inline is the chosen context alone, files inlined, for libcalico-go;
+	// inline is that same rest config as a kubeconfig, for libcalico-go;
 	// nil in a pod with no kubeconfig, where both use the in-cluster account.
 	inline []byte
 }
 
-// resolve loads the kubeconfig as kubectl does: --kubeconfig, else
-// KUBECONFIG's files merged, else ~/.kube/config; --context, else the
-// current context; --as on top.
-func (k kubeFlags) resolve() (resolved, error) {
+// kubeFlags are kubectl's connection flags, the same names and meanings:
+// --kubeconfig, and client-go's override flags (--context, --cluster,
+// --user, -n/--namespace, --server, --token, --as, --as-group,
+// --certificate-authority, --insecure-skip-tls-verify,
+// --request-timeout, ...), which cli-runtime's ConfigFlags wraps. They are
+// bound from client-go directly: genericclioptions links kustomize (19 MB
+// of capoctl's binary) for flags capoctl does not have.
+type kubeFlags struct {
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+}
+
+func (k *kubeFlags) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&k.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use for CLI requests.")
+	clientcmd.BindOverrideFlags(&k.overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
+}
+
+// loader is the kubeconfig as kubectl loads it: --kubeconfig, else
+// KUBECONFIG's files merged, else ~/.kube/config; the flags on top.
+func (k *kubeFlags) loader() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = k.kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: k.context}
-	overrides.AuthInfo.Impersonate = k.as
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
-	rc, err := cc.ClientConfig()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)
+}
+
+// resolve reaches the cluster the flags name.
+func resolve(k *kubeFlags) (resolved, error) {
+	loader := k.loader()
+	rc, err := loader.ClientConfig()
 	if err != nil {
 		return resolved{}, fmt.Errorf("kubeconfig: %w", err)
 	}
-	raw, err := cc.RawConfig()
+	raw, err := loader.RawConfig()
 	if err != nil {
 		return resolved{}, fmt.Errorf("kubeconfig: %w", err)
 	}
-	if len(raw.Contexts) == 0 {
+	if len(raw.Contexts) == 0 && k.overrides.ClusterInfo.Server == "" {
 		return resolved{rest: rc}, nil // in-cluster
 	}
-	if k.context != "" {
-		raw.CurrentContext = k.context
-	}
-	if err := clientcmdapi.MinifyConfig(&raw); err != nil {
-		return resolved{}, fmt.Errorf("kubeconfig: %w", err)
-	}
-	if err := clientcmdapi.FlattenConfig(&raw); err != nil {
-		return resolved{}, fmt.Errorf("kubeconfig: %w", err)
-	}
-	if k.as != "" {
-		for _, a := range raw.AuthInfos {
-			a.Impersonate = k.as
-		}
-	}
-	inline, err := clientcmd.Write(raw)
+	inline, err := clientcmd.Write(*kubeconfigOf(rc))
 	if err != nil {
 		return resolved{}, err
 	}
 	return resolved{rest: rc, inline: inline}, nil
 }
 
+// kubeconfigOf writes a rest config back as a one-context kubeconfig, files
+// inlined, so that every flag that shaped it shapes Calico's client too.
+func kubeconfigOf(rc *rest.Config) *clientcmdapi.Config {
+	cluster := &clientcmdapi.Cluster{
+		Server: rc.Host, CertificateAuthority: rc.CAFile, CertificateAuthorityData: rc.CAData,
+		InsecureSkipTLSVerify: rc.Insecure, TLSServerName: rc.ServerName,
+	}
+	user := &clientcmdapi.AuthInfo{
+		ClientCertificate: rc.CertFile, ClientCertificateData: rc.CertData, ClientKey: rc.KeyFile, ClientKeyData: rc.KeyData,
+		Token: rc.BearerToken, TokenFile: rc.BearerTokenFile, Username: rc.Username, Password: rc.Password,
+		Impersonate: rc.Impersonate.UserName, ImpersonateUID: rc.Impersonate.UID, ImpersonateGroups: rc.Impersonate.Groups,
+		Exec: rc.ExecProvider, AuthProvider: rc.AuthProvider,
+	}
+	if len(rc.Impersonate.Extra) > 0 {
+		user.ImpersonateUserExtra = rc.Impersonate.Extra
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["capo"] = cluster
+	cfg.AuthInfos["capo"] = user
+	cfg.Contexts["capo"] = &clientcmdapi.Context{Cluster: "capo", AuthInfo: "capo"}
+	cfg.CurrentContext = "capo"
+	return cfg
+}
+
 // calicoConfig reaches Calico's datastore as calicoctl does: etcdv3 from
 // the environment when DATASTORE_TYPE says so, else the Kubernetes
 // datastore of the cluster r resolved.
 func calicoConfig(r resolved) (*apiconfig.CalicoAPIConfig, error) {
-	if os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) {
+	if etcdMode() {
 		return apiconfig.LoadClientConfigFromEnvironment()
 	}
 	cfg := apiconfig.NewCalicoAPIConfig()
@@ -83,23 +110,34 @@ func calicoConfig(r resolved) (*apiconfig.CalicoAPIConfig, error) {
 	return cfg, nil
 }
 
-// connect reaches the Kubernetes API and Calico's datastore of one cluster.
-func connect(k kubeFlags) (kubernetes.Interface, reserve.Store, error) {
-	r, err := k.resolve()
+func etcdMode() bool { return os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) }
+
+// connect reaches the Kubernetes API and Calico's datastore of one cluster,
+// and makes sure that cluster serves Calico's IPReservation type: an
+// endpoint that does not (the wrong cluster, a proxy answering 404 to
+// everything, Calico not installed) is an error naming the type, never
+// an empty list.
+func connect(k *kubeFlags) (*clients, error) {
+	r, err := resolve(k)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	kube, err := kubernetes.NewForConfig(r.rest)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	if !etcdMode() {
+		if err := servesReservations(kube.Discovery(), r.rest.Host); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := calicoConfig(r)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("calico datastore: %w", err)
+		return nil, fmt.Errorf("calico datastore: %w", err)
 	}
-	return kube, calicostore.New(calico, reserve.DefaultLimits), nil
+	return &clients{kube: kube, store: calicostore.New(calico, reserve.DefaultLimits), calico: calicoClient{calico}}, nil
 }

@@ -6,10 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/client-go/kubernetes"
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // Two kubeconfig files as kubectl merges them: a defines both clusters and
@@ -55,16 +53,18 @@ func TestOneKubeconfigForBothClients(t *testing.T) {
 	t.Setenv("KUBECONFIG", a+string(os.PathListSeparator)+b)
 	t.Setenv("DATASTORE_TYPE", "")
 	for name, tc := range map[string]struct {
-		flags kubeFlags
+		flags []string
 		host  string
 	}{
-		"KUBECONFIG=a:b":       {kubeFlags{}, "https://two.example:6443"},
-		"--context":            {kubeFlags{context: "one"}, "https://one.example:6443"},
-		"--kubeconfig a":       {kubeFlags{kubeconfig: a, context: "one"}, "https://one.example:6443"},
-		"--as and the context": {kubeFlags{context: "two", as: "alice"}, "https://two.example:6443"},
+		"KUBECONFIG=a:b":       {nil, "https://two.example:6443"},
+		"--context":            {[]string{"--context=one"}, "https://one.example:6443"},
+		"--kubeconfig a":       {[]string{"--kubeconfig=" + a, "--context=one"}, "https://one.example:6443"},
+		"--as and the context": {[]string{"--context=two", "--as=alice"}, "https://two.example:6443"},
+		"--server and --token": {[]string{"--server=https://three.example:6443", "--token=secret-a"}, "https://three.example:6443"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, err := tc.flags.resolve()
+			cf := parseFlags(t, tc.flags...)
+			r, err := resolve(cf)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,8 +90,8 @@ func TestOneKubeconfigForBothClients(t *testing.T) {
 			if crest.Host != tc.host || crest.BearerToken != "secret-a" {
 				t.Fatalf("Calico's client: %s (token %q), want %s", crest.Host, crest.BearerToken, tc.host)
 			}
-			if crest.Impersonate.UserName != tc.flags.as || r.rest.Impersonate.UserName != tc.flags.as {
-				t.Fatalf("--as %q: Calico's client acts as %q, Kubernetes' as %q", tc.flags.as, crest.Impersonate.UserName, r.rest.Impersonate.UserName)
+			if crest.Impersonate.UserName != cf.overrides.AuthInfo.Impersonate || r.rest.Impersonate.UserName != cf.overrides.AuthInfo.Impersonate {
+				t.Fatalf("--as %q: Calico's client acts as %q, Kubernetes' as %q", cf.overrides.AuthInfo.Impersonate, crest.Impersonate.UserName, r.rest.Impersonate.UserName)
 			}
 		})
 	}
@@ -100,15 +100,18 @@ func TestOneKubeconfigForBothClients(t *testing.T) {
 // kubectl's flags reach the dialer, and -n is --namespace.
 func TestKubectlFlags(t *testing.T) {
 	c := newCtl(t)
-	var got kubeFlags
-	dial := func(k kubeFlags) (kubernetes.Interface, reserve.Store, error) { got = k; return c.kube, c.store, nil }
+	var got *kubeFlags
+	dial := func(cf *kubeFlags) (*clients, error) {
+		got = cf
+		return &clients{kube: c.kube, store: c.store}, nil
+	}
 	var out, errw strings.Builder
 	c.reserve("w1", entry("10.0.0.1", "kafka-0", 0))
 	code := run([]string{"list", "--kubeconfig", "/k", "--context", "prod", "--as", "alice", "-n", "other"}, strings.NewReader(""), &out, &errw, dial, now, "capoctl")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errw.String())
 	}
-	if got != (kubeFlags{kubeconfig: "/k", context: "prod", as: "alice"}) {
+	if got.kubeconfig != "/k" || got.overrides.CurrentContext != "prod" || got.overrides.AuthInfo.Impersonate != "alice" || got.overrides.Timeout != "0" {
 		t.Fatalf("dialer got %+v", got)
 	}
 	if strings.Contains(out.String(), "kafka-0") {
@@ -119,9 +122,12 @@ func TestKubectlFlags(t *testing.T) {
 func TestCompletion(t *testing.T) {
 	c := newCtl(t)
 	for shell, want := range map[string][]string{
-		"bash": {"complete -o default -F _capoctl capoctl kubectl-capo", "list returns release explain adopt-capo completion", "--kubeconfig", "--context", "-n "},
-		"zsh":  {"bashcompinit", "_capoctl"},
-		"fish": {"complete -c capoctl -l kubeconfig", "complete -c capoctl -s n", "__fish_use_subcommand"},
+		// cobra's scripts ask capoctl itself (__complete), so they know
+		// every command and flag, and complete from the cluster.
+		"bash":       {"complete -o default -F __start_capoctl capoctl", "complete -o default -F __start_capoctl kubectl-capo", "__complete"},
+		"zsh":        {"#compdef capoctl", "__complete"},
+		"fish":       {"complete -c capoctl", "__complete"},
+		"powershell": {"Register-ArgumentCompleter", "__complete"},
 	} {
 		code, out, errw := c.run("", "completion", shell)
 		if code != 0 {
@@ -140,14 +146,14 @@ func TestCompletion(t *testing.T) {
 
 // --help and unknown commands answer without a cluster.
 func TestHelpNeedsNoCluster(t *testing.T) {
-	dial := func(kubeFlags) (kubernetes.Interface, reserve.Store, error) {
+	dial := func(*kubeFlags) (*clients, error) {
 		t.Fatal("dialed the cluster")
-		return nil, nil, nil
+		return nil, nil
 	}
 	for args, want := range map[string]int{"--help": 0, "-h": 0, "help": 0, "lsit": 2} {
 		var out, errw strings.Builder
-		if code := run(strings.Fields(args), strings.NewReader(""), &out, &errw, dial, now, "capoctl"); code != want || !strings.Contains(errw.String(), "capoctl list") {
-			t.Errorf("capoctl %s: exit %d, want %d; usage:\n%s", args, code, want, errw.String())
+		if code := run(strings.Fields(args), strings.NewReader(""), &out, &errw, dial, now, "capoctl"); code != want || !strings.Contains(out.String()+errw.String(), "list") {
+			t.Errorf("capoctl %s: exit %d, want %d; usage:\n%s%s", args, code, want, out.String(), errw.String())
 		}
 	}
 }
@@ -158,7 +164,24 @@ func TestPluginName(t *testing.T) {
 	}
 	var out, errw strings.Builder
 	run(nil, strings.NewReader(""), &out, &errw, nil, now, "kubectl capo")
-	if !strings.Contains(errw.String(), "kubectl capo list") || strings.Contains(errw.String(), "capoctl list") {
-		t.Fatalf("usage as the plugin:\n%s", errw.String())
+	if !strings.Contains(out.String(), "kubectl capo [command]") || strings.Contains(out.String(), "capoctl [command]") {
+		t.Fatalf("usage as the plugin:\n%s", out.String())
 	}
+	out.Reset()
+	run([]string{"list", "--help"}, strings.NewReader(""), &out, &errw, nil, now, "kubectl capo")
+	if !strings.Contains(out.String(), "kubectl capo list [--node N]") || !strings.Contains(out.String(), "--request-timeout") {
+		t.Fatalf("list's own usage as the plugin:\n%s", out.String())
+	}
+}
+
+// parseFlags is kubectl's connection flags as given on a command line.
+func parseFlags(t *testing.T, args ...string) *kubeFlags {
+	t.Helper()
+	cf := &kubeFlags{}
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	cf.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return cf
 }

@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,33 +108,23 @@ func everyAlertFiresAndStaysQuiet(t *testing.T, rules, cases []byte) {
 }
 
 // promtoolBinary is $CAPO_PROMTOOL (set by `make unit`), or the one `make
-// promtool` left in the cache: built from test/tools/promtool and keyed by
-// that module's go.mod and go.sum, as the test bed keys its servers.
+// promtool` left in the cache (Debian's, test/tools/promtool/fetch.sh).
 func promtoolBinary(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("CAPO_PROMTOOL"); p != "" {
 		return p
 	}
-	tools := filepath.Join(filepath.Dir(ChartDir()), "..", "..", "test", "tools", "promtool")
-	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(tools, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Write(b)
-	}
 	cache := os.Getenv("CAPO_TESTBED_CACHE")
 	if cache == "" {
 		d, err := os.UserCacheDir()
 		if err != nil {
-			t.Skipf("promtool not built and no cache dir (%v): `make unit` builds it", err)
+			t.Skipf("promtool not fetched and no cache dir (%v): `make unit` fetches it", err)
 		}
 		cache = filepath.Join(d, "capo-testbed")
 	}
-	p := filepath.Join(cache, "promtool-"+hex.EncodeToString(h.Sum(nil))[:12], "promtool")
+	p := filepath.Join(cache, "promtool-deb", "promtool")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("promtool not built here: `make promtool` builds it once from test/tools/promtool")
+		t.Skipf("promtool not fetched here: `make promtool` fetches it once from Debian's prometheus package")
 	}
 	return p
 }

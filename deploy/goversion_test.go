@@ -24,7 +24,7 @@ func TestOneGoVersion(t *testing.T) {
 		return string(m[1])
 	}
 	want := goLine(filepath.Join(root, "go.mod"))
-	for _, mod := range []string{"test/tools", "test/tools/lint", "test/tools/promtool"} {
+	for _, mod := range []string{"test/tools", "test/tools/lint", "test/tools/calico", "test/tools/calico-v3.30"} {
 		if got := goLine(filepath.Join(root, mod, "go.mod")); got != want {
 			t.Errorf("%s/go.mod says go %s, go.mod says %s", mod, got, want)
 		}

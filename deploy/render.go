@@ -5,6 +5,7 @@ package deploy
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -19,17 +20,33 @@ import (
 )
 
 // ChartDir is the chart's directory in this checkout.
-func ChartDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "chart", "capo")
-}
+func ChartDir() string { return filepath.Join(sourceDir(), "chart", "capo") }
 
 // ManifestsFile is the rendered default, for `kubectl apply -f` on every
 // Kubernetes version the chart supports (1.27+): without the admission
 // policy, which needs 1.30.
-func ManifestsFile() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "manifests", "capo.yaml")
+func ManifestsFile() string { return filepath.Join(sourceDir(), "manifests", "capo.yaml") }
+
+// sourceDir is this package's directory in the checkout. A -trimpath build
+// (make's default: it shares the compile cache with the binaries) records
+// no absolute source path, so the checkout is found from the working
+// directory, as the go command finds go.mod.
+func sourceDir() string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Dir(file)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "deploy"
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "deploy", "chart", "capo", "Chart.yaml")); err == nil {
+			return filepath.Join(d, "deploy")
+		}
+		if filepath.Dir(d) == d {
+			return filepath.Join(wd, "deploy")
+		}
+	}
 }
 
 // AdmissionManifestsFile is the admission policy alone, applied after

@@ -17,17 +17,18 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		values map[string]any
 		want   string
 	}{
-		"top-level typo":      {map[string]any{"imag": map[string]any{"tag": "v1"}}, "imag"},
-		"nested typo":         {map[string]any{"config": map[string]any{"ipReserveTim": "1h"}}, "ipReserveTim"},
-		"agent typo":          {map[string]any{"agent": map[string]any{"podAnnotation": map[string]any{"a": "b"}}}, "podAnnotation"},
-		"wrong type":          {map[string]any{"controller": map[string]any{"replicas": "two"}}, "replicas"},
-		"not a duration":      {map[string]any{"config": map[string]any{"ipReserveTime": "40 minutes"}}, "ipReserveTime"},
-		"unknown mode":        {map[string]any{"config": map[string]any{"returnAddress": "sometimes"}}, "returnAddress"},
-		"unknown datastore":   {map[string]any{"datastore": map[string]any{"type": "etcd"}}, "type"},
-		"env without a name":  {map[string]any{"agent": map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}}, "name"},
-		"label not a string":  {map[string]any{"controller": map[string]any{"podLabels": map[string]any{"tier": 1}}}, "tier"},
-		"selector typo":       {map[string]any{"config": map[string]any{"podSelectors": []any{map[string]any{"matchLabel": map[string]any{"app": "zk"}}}}}, "matchLabel"},
-		"ratio out of bounds": {map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"nearMaxRatio": 2}}}, "nearMaxRatio"},
+		"top-level typo":              {map[string]any{"imag": map[string]any{"tag": "v1"}}, "imag"},
+		"nested typo":                 {map[string]any{"config": map[string]any{"ipReserveTim": "1h"}}, "ipReserveTim"},
+		"agent typo":                  {map[string]any{"agent": map[string]any{"podAnnotation": map[string]any{"a": "b"}}}, "podAnnotation"},
+		"wrong type":                  {map[string]any{"controller": map[string]any{"replicas": "two"}}, "replicas"},
+		"not a duration":              {map[string]any{"config": map[string]any{"ipReserveTime": "40 minutes"}}, "ipReserveTime"},
+		"unknown mode":                {map[string]any{"config": map[string]any{"returnAddress": "sometimes"}}, "returnAddress"},
+		"unknown datastore":           {map[string]any{"datastore": map[string]any{"type": "etcd"}}, "type"},
+		"env without a name":          {map[string]any{"agent": map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}}, "name"},
+		"label not a string":          {map[string]any{"controller": map[string]any{"podLabels": map[string]any{"tier": 1}}}, "tier"},
+		"selector typo":               {map[string]any{"config": map[string]any{"podSelectors": []any{map[string]any{"matchLabel": map[string]any{"app": "zk"}}}}}, "matchLabel"},
+		"owner kind without resource": {map[string]any{"config": map[string]any{"ownerKinds": []any{map[string]any{"group": "example.com", "version": "v1", "kind": "Broker"}}}}, "resource"},
+		"ratio out of bounds":         {map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"nearMaxRatio": 2}}}, "nearMaxRatio"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Render("capo", "capo-system", tc.values)
@@ -49,6 +50,7 @@ func TestEveryConfigKeyRendered(t *testing.T) {
 		"labelSelector":  map[string]any{"matchLabels": map[string]any{"tier": "db"}},
 		"podSelectors":   []any{map[string]any{"matchLabels": map[string]any{"app": "zk"}}},
 		"reserveTimeout": "3s", "deletedPodMemory": "1h", "returnAddress": "anyNode",
+		"ownerKinds": []any{map[string]any{"group": "example.com", "version": "v1", "kind": "Broker", "resource": "brokers"}},
 	}})
 	got := parsedConfig(t, objs)
 	d, g := reflect.ValueOf(*config.Default()), reflect.ValueOf(*got)
@@ -78,4 +80,27 @@ func parsedConfig(t *testing.T, objs []*unstructured.Unstructured) *config.Confi
 		t.Fatalf("rendered config: %v\n%s", err, data)
 	}
 	return c
+}
+
+// capo-controller may list and watch Kruise's Advanced StatefulSets and
+// every listed owner kind: a kind it cannot watch is never judged gone.
+func TestOwnerKindsGranted(t *testing.T) {
+	_, objs := render(t, "capo", "capo-system", map[string]any{"config": map[string]any{
+		"ownerKinds": []any{map[string]any{"group": "example.com", "version": "v1", "kind": "Broker", "resource": "brokers"}},
+	}})
+	rules, _, _ := unstructured.NestedSlice(find(t, objs, "ClusterRole", "capo-controller").Object, "rules")
+	granted := map[string]bool{}
+	for _, r := range rules {
+		m := r.(map[string]any)
+		for _, g := range m["apiGroups"].([]any) {
+			for _, res := range m["resources"].([]any) {
+				granted[g.(string)+"/"+res.(string)] = true
+			}
+		}
+	}
+	for _, want := range []string{"apps/statefulsets", "apps.kruise.io/statefulsets", "example.com/brokers"} {
+		if !granted[want] {
+			t.Errorf("capo-controller is not granted %s: %v", want, granted)
+		}
+	}
 }

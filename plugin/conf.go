@@ -47,8 +47,9 @@ type IPAMConf struct {
 	AgentSocket     string          `json:"agent_socket,omitempty"`
 	AgentTimeout    Duration        `json:"agent_timeout,omitempty"`
 	StateDir        string          `json:"state_dir,omitempty"`
-	// UninstalledAfter is how long the node's last agent pod must be gone
-	// before capo-ipam takes capo as uninstalled (gone.go).
+	// UninstalledAfter is how long the node's last agent pod must be gone,
+	// from a node no longer opted in, before capo-ipam takes capo as
+	// uninstalled (gone.go).
 	UninstalledAfter Duration `json:"uninstalled_after,omitempty"`
 
 	delegateType string

@@ -25,6 +25,7 @@ type Journal interface {
 	Write(r *journal.Record) (string, error)
 	RecordAddrs(r *journal.AddrRecord) error
 	AddrRecord(network, containerID, ifName string) *journal.AddrRecord
+	AddrRecords() ([]*journal.AddrRecord, error)
 	ForgetAddrs(network, containerID, ifName string) error
 }
 

@@ -67,6 +67,15 @@ func (j *fakeJournal) AddrRecord(n, c, i string) *journal.AddrRecord {
 	return &journal.AddrRecord{Network: n, ContainerID: c, IfName: i, IPs: ips, AtAdd: j.atAdd}
 }
 
+func (j *fakeJournal) AddrRecords() ([]*journal.AddrRecord, error) {
+	var out []*journal.AddrRecord
+	for k := range j.addrs {
+		parts := strings.SplitN(k, "/", 3)
+		out = append(out, j.AddrRecord(parts[0], parts[1], parts[2]))
+	}
+	return out, nil
+}
+
 func (j *fakeJournal) ForgetAddrs(n, c, i string) error {
 	j.forgot = append(j.forgot, n+"/"+c+"/"+i)
 	return nil

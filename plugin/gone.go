@@ -20,15 +20,18 @@ import (
 // A node whose agent is gone for good (capo uninstalled while the node was
 // NotReady, or by a forced delete) keeps capo-ipam in its chain: DELs
 // would be journaled forever. capo-ipam takes capo as gone, and releases
-// as plain calico-ipam, only on positive evidence that lasts: the pod the
-// node's last agent ran as (it names itself in the state dir) has been
-// absent from the API server for goneAfter. Anything unknown keeps capo.
+// as plain calico-ipam, only on proof: the pod the node's last agent ran as
+// (it names itself and its node in the state dir) has been absent from the
+// API server for goneAfter, and the node is no longer opted in, so capo
+// has nothing to reserve there by its own rules. An agent pod replaced by
+// one that never starts (its image, the node's resources) leaves the node
+// opted in: an agent away, whose DELs are journaled and whose node
+// capo-controller covers, however long it lasts. Anything unknown keeps
+// capo.
 const (
 	missingFile = "agent-missing-since" // in the state dir: when a DEL first found the agent's pod gone
-	// goneAfter (uninstalled_after in the netconf) is long against a
-	// DaemonSet pod replaced by one that cannot start (its image, its node's
-	// resources): until then DELs are journaled and capo-controller covers
-	// the node, as for any agent away.
+	// goneAfter (uninstalled_after in the netconf): how long the agent's
+	// pod must stay absent from a node no longer opted in.
 	goneAfter = time.Hour
 )
 
@@ -36,28 +39,32 @@ const (
 type goneState struct {
 	mark      *journal.AgentMark // nil: no agent ever named itself here
 	exists    bool               // the agent's pod was found
+	optedIn   bool               // the mark's node still carries capo's opt-in
 	err       error              // the API server could not say
 	missing   time.Time          // when the pod was first found absent; zero if never
 	now       time.Time
 	goneAfter time.Duration
 }
 
-// decideGone: gone only when the agent's pod has been absent for
-// goneAfter. startMissing says to record now as the first absence.
+// decideGone: gone only when the agent's pod has been absent for goneAfter
+// and its node is no longer opted in. startMissing says to record now as
+// the first absence.
 func decideGone(s goneState) (gone, startMissing bool, why string) {
 	switch {
 	case s.mark == nil:
 		return false, false, "no capo-agent has named its pod on this node"
 	case s.err != nil:
-		return false, false, "cannot tell whether capo-agent's pod exists: " + s.err.Error()
+		return false, false, "cannot tell whether capo-agent's pod exists and its node is opted in: " + s.err.Error()
 	case s.exists:
 		return false, false, "capo-agent's pod " + s.mark.Namespace + "/" + s.mark.Pod + " exists"
 	case s.missing.IsZero():
-		return false, true, fmt.Sprintf("capo-agent's pod %s/%s is gone since now; capo is taken as uninstalled after %s", s.mark.Namespace, s.mark.Pod, s.goneAfter)
+		return false, true, fmt.Sprintf("capo-agent's pod %s/%s is gone since now; capo is taken as uninstalled after %s, if node %s is no longer opted in", s.mark.Namespace, s.mark.Pod, s.goneAfter, s.mark.Node)
+	case s.optedIn:
+		return false, false, fmt.Sprintf("capo-agent's pod %s/%s is gone since %s, but node %s is still opted in: an agent away (a replacement that does not start?), not an uninstall; if capo was removed, opt the node out or run capo-install uninstall", s.mark.Namespace, s.mark.Pod, s.missing.Format(time.RFC3339), s.mark.Node)
 	case s.now.Sub(s.missing) < s.goneAfter:
-		return false, false, fmt.Sprintf("capo-agent's pod %s/%s is gone since %s; capo is taken as uninstalled after %s", s.mark.Namespace, s.mark.Pod, s.missing.Format(time.RFC3339), s.goneAfter)
+		return false, false, fmt.Sprintf("capo-agent's pod %s/%s is gone since %s and node %s is opted out; capo is taken as uninstalled after %s", s.mark.Namespace, s.mark.Pod, s.missing.Format(time.RFC3339), s.mark.Node, s.goneAfter)
 	}
-	return true, false, fmt.Sprintf("capo-agent's pod %s/%s has been gone since %s and no agent took its place: capo is uninstalled from this node", s.mark.Namespace, s.mark.Pod, s.missing.Format(time.RFC3339))
+	return true, false, fmt.Sprintf("capo-agent's pod %s/%s has been gone since %s and node %s is no longer opted in: capo is uninstalled from this node", s.mark.Namespace, s.mark.Pod, s.missing.Format(time.RFC3339), s.mark.Node)
 }
 
 // goneCheck gathers goneState from the state dir and capo-ipam-kube.
@@ -79,7 +86,7 @@ func (g goneCheck) gone(ctx context.Context) (bool, string) {
 	s.mark = journal.Dir{Root: g.stateDir}.AgentMark()
 	if s.mark != nil {
 		s.missing = g.missingSince(s.mark)
-		s.exists, s.err = g.podExists(ctx, s.mark)
+		s.exists, s.optedIn, s.err = g.ask(ctx, s.mark)
 	}
 	gone, start, why := decideGone(s)
 	switch {
@@ -107,28 +114,33 @@ func (g goneCheck) missingSince(m *journal.AgentMark) time.Time {
 	return t
 }
 
-// podExists asks capo-ipam-kube, which has the HTTPS client capo-ipam lacks.
-func (g goneCheck) podExists(ctx context.Context, m *journal.AgentMark) (bool, error) {
+// ask asks capo-ipam-kube, which has the HTTPS client capo-ipam lacks,
+// whether the agent's pod exists and its node is opted in.
+func (g goneCheck) ask(ctx context.Context, m *journal.AgentMark) (exists, optedIn bool, err error) {
 	if g.kubeconfig == "" {
-		return false, errors.New("the netconf names no kubernetes.kubeconfig")
+		return false, false, errors.New("the netconf names no kubernetes.kubeconfig")
+	}
+	if m.Node == "" {
+		return false, false, errors.New("the agent's mark names no node (written by an older agent): whether the node is still opted in cannot be asked")
 	}
 	helper := findInPath(g.paths, wire.KubeHelper)
 	if helper == "" {
-		return false, fmt.Errorf("%s is missing from CNI_PATH", wire.KubeHelper)
+		return false, false, fmt.Errorf("%s is missing from CNI_PATH", wire.KubeHelper)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, helper, "--kubeconfig", g.kubeconfig, "--agent-pod", m.Namespace+"/"+m.Pod)
+	cmd := exec.CommandContext(ctx, helper, "--kubeconfig", g.kubeconfig, "--agent-pod", m.Namespace+"/"+m.Pod, "--node", m.Node)
 	cmd.Stdout, cmd.Stderr, cmd.WaitDelay = &stdout, &stderr, time.Second
 	if err := cmd.Run(); err != nil {
-		return false, fmt.Errorf("%s: %s (%w)", wire.KubeHelper, strings.TrimSpace(stderr.String()), err)
+		return false, false, fmt.Errorf("%s: %s (%w)", wire.KubeHelper, strings.TrimSpace(stderr.String()), err)
 	}
 	var out struct {
-		Exists *bool `json:"exists"`
+		Exists  *bool `json:"exists"`
+		OptedIn *bool `json:"optedIn"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || out.Exists == nil {
-		return false, fmt.Errorf("%s's answer %q is not valid", wire.KubeHelper, stdout.String())
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || out.Exists == nil || out.OptedIn == nil {
+		return false, false, fmt.Errorf("%s's answer %q is not valid", wire.KubeHelper, stdout.String())
 	}
-	return *out.Exists, nil
+	return *out.Exists, *out.OptedIn, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 
 func TestDecideGoneOnlyOnLastingEvidence(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	mark := &journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}
+	mark := &journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1", Node: "n1"}
 	cases := map[string]struct {
 		s           goneState
 		gone, start bool
@@ -25,6 +26,8 @@ func TestDecideGoneOnlyOnLastingEvidence(t *testing.T) {
 		"absent for the first time":  {goneState{mark: mark}, false, true},
 		"absent for a minute":        {goneState{mark: mark, missing: now.Add(-time.Minute)}, false, false},
 		"absent for the grace":       {goneState{mark: mark, missing: now.Add(-time.Hour)}, true, false},
+		// A replacement agent pod that never starts: the node stays opted in.
+		"absent for a day, the node opted in": {goneState{mark: mark, optedIn: true, missing: now.Add(-24 * time.Hour)}, false, false},
 	}
 	for name, tc := range cases {
 		tc.s.now, tc.s.goneAfter = now, time.Hour
@@ -43,11 +46,11 @@ func helperSaying(t *testing.T, body string) []string {
 func TestGoneCheckNeedsTheAgentsPodAbsentForTheGrace(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	g := goneCheck{stateDir: dir, kubeconfig: "/etc/cni/net.d/calico-kubeconfig", paths: helperSaying(t, `echo '{"exists":false}'`), now: func() time.Time { return now }}
+	g := goneCheck{stateDir: dir, kubeconfig: "/etc/cni/net.d/calico-kubeconfig", paths: helperSaying(t, `echo '{"exists":false,"optedIn":false}'`), now: func() time.Time { return now }}
 	if gone, why := g.gone(context.Background()); gone {
 		t.Fatalf("gone with no agent mark: %s", why)
 	}
-	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1", Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
 	if gone, why := g.gone(context.Background()); gone {
@@ -58,7 +61,7 @@ func TestGoneCheckNeedsTheAgentsPodAbsentForTheGrace(t *testing.T) {
 		t.Fatalf("not gone after an hour of absence: %s", why)
 	}
 	// Another agent came and went since: its absence starts afresh.
-	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-y2"}); err != nil {
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-y2", Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
 	if gone, why := g.gone(context.Background()); gone {
@@ -68,22 +71,27 @@ func TestGoneCheckNeedsTheAgentsPodAbsentForTheGrace(t *testing.T) {
 
 func TestGoneCheckKeepsCapoWhenUnsure(t *testing.T) {
 	dir := t.TempDir()
-	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1", Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
 	old := "capo-system/capo-agent-x1 " + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	if err := os.WriteFile(filepath.Join(dir, missingFile), []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, paths := range map[string][]string{
-		"the helper fails":    helperSaying(t, "echo 'connection refused' >&2; exit 1"),
-		"the helper is wrong": helperSaying(t, "echo nonsense"),
-		"no helper":           {t.TempDir()},
-		"the pod is back":     helperSaying(t, `echo '{"exists":true}'`),
+	for _, tc := range []struct {
+		name  string
+		paths []string
+	}{
+		{"the helper fails", helperSaying(t, "echo 'connection refused' >&2; exit 1")},
+		{"the helper is wrong", helperSaying(t, "echo nonsense")},
+		{"no helper", []string{t.TempDir()}},
+		{"the node opted in", helperSaying(t, `echo '{"exists":false,"optedIn":true}'`)},
+		{"no node answer", helperSaying(t, `echo '{"exists":false}'`)},
+		{"the pod is back", helperSaying(t, `echo '{"exists":true,"optedIn":true}'`)}, // last: it clears the absence
 	} {
-		g := goneCheck{stateDir: dir, kubeconfig: "k", paths: paths, now: time.Now}
+		g := goneCheck{stateDir: dir, kubeconfig: "k", paths: tc.paths, now: time.Now}
 		if gone, why := g.gone(context.Background()); gone {
-			t.Errorf("%s: gone (%s)", name, why)
+			t.Errorf("%s: gone (%s)", tc.name, why)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, missingFile)); err == nil {
@@ -107,5 +115,22 @@ func TestDelReleasesPlainlyOnlyWhenCapoIsGone(t *testing.T) {
 		if released != gone || (len(j.records) == 1) == gone {
 			t.Fatalf("capo gone %v: released %v, journaled %d", gone, released, len(j.records))
 		}
+	}
+}
+
+// A mark an older agent wrote names no node: whether the node is still
+// opted in cannot be asked, and capo is kept however long its pod is gone.
+func TestGoneCheckKeepsCapoForAMarkWithoutNode(t *testing.T) {
+	dir := t.TempDir()
+	if err := (journal.Dir{Root: dir}).WriteAgentMark(journal.AgentMark{Namespace: "capo-system", Pod: "capo-agent-x1"}); err != nil {
+		t.Fatal(err)
+	}
+	old := "capo-system/capo-agent-x1 " + time.Now().Add(-24*time.Hour).UTC().Format(time.RFC3339)
+	if err := os.WriteFile(filepath.Join(dir, missingFile), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := goneCheck{stateDir: dir, kubeconfig: "k", paths: helperSaying(t, `echo '{"exists":false,"optedIn":false}'`), now: time.Now}
+	if gone, why := g.gone(context.Background()); gone || !strings.Contains(why, "names no node") {
+		t.Fatalf("gone %v: %s", gone, why)
 	}
 }

@@ -160,6 +160,7 @@ func add(ctx context.Context, args *skel.CmdArgs, conf *NetConf, deps addDeps) e
 	rt := returning{
 		offer: ret, pod: pod, podName: pod.Namespace + "/" + pod.Name, args: args.Args, rep: deps.reporter,
 		sandbox: wire.Sandbox{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+		local:   recordedHere(j, conf.Name),
 	}
 	out, err := returnAdd(ctx, conf, d, rt)
 	st.done("delegate")

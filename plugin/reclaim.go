@@ -48,6 +48,9 @@ func reclaim(ctx context.Context, d Delegate, conf *NetConf, rt returning) ([]st
 		if p.ContainerID == "" || p.ContainerID == rt.sandbox.ContainerID || !validContainerID(p.ContainerID) {
 			return freed, fmt.Errorf("the agent named sandbox %q to free, which is not another sandbox's container ID", p.ContainerID)
 		}
+		if err := notHere(rt, p.ContainerID); err != nil {
+			return freed, err
+		}
 		slog.Info("freeing a returning member's address from its predecessor on a lost node", "pod", rt.podName, "ips", rt.offer.IPs, "sandbox", p.ContainerID, "node", p.Node)
 		if err := rel.ReleaseSandbox(ctx, conf, p.ContainerID); err != nil {
 			return freed, fmt.Errorf("calico-ipam's DEL of sandbox %s (node %s): %w", p.ContainerID, p.Node, err)
@@ -55,6 +58,43 @@ func reclaim(ctx context.Context, d Delegate, conf *NetConf, rt returning) ([]st
 		freed = append(freed, p.ContainerID)
 	}
 	return freed, nil
+}
+
+// notHere refuses to free a sandbox this node's capo-ipam recorded at ADD:
+// a predecessor on a lost node never has a record here, so an offer that
+// names one of this node's sandboxes is not the agent's to make (a process
+// that serves the socket in its place could otherwise free any pod's
+// allocation on the node).
+func notHere(rt returning, containerID string) error {
+	if rt.local == nil {
+		return errors.New("this node's ADD records cannot be read: no sandbox is freed")
+	}
+	here, err := rt.local(containerID)
+	if err != nil {
+		return fmt.Errorf("reading this node's ADD records to check sandbox %s is not one of its own: %w", containerID, err)
+	}
+	if here {
+		slog.Warn("refused to free a sandbox of this node that an offer named: only a lost node's sandbox is freed", "pod", rt.podName, "sandbox", containerID)
+		return fmt.Errorf("the offer names sandbox %s, which has an ADD record on this node: it is this node's, not a lost node's, and is not freed", containerID)
+	}
+	return nil
+}
+
+// recordedHere reports whether j holds an ADD record of a sandbox of the
+// network, on any interface.
+func recordedHere(j Journal, network string) func(string) (bool, error) {
+	return func(containerID string) (bool, error) {
+		recs, err := j.AddrRecords()
+		if err != nil {
+			return false, err
+		}
+		for _, r := range recs {
+			if r.Network == network && r.ContainerID == containerID {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 }
 
 // validContainerID is the CNI spec's rule for a container ID.

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/containernetworking/cni/pkg/skel"
+
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -37,7 +41,7 @@ func TestReturnAddReclaimsFirst(t *testing.T) {
 			d := &addrDelegate{refused: map[string]bool{tc.refused: true}, fresh: "10.0.0.50", delErr: tc.delErr}
 			rep := &fakeReporter{}
 			sb := wire.Sandbox{Network: "net1", ContainerID: "n3w", IfName: "eth0"}
-			rt := returning{offer: offer, podName: "ns/redis-3", args: "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", rep: rep, sandbox: sb}
+			rt := returning{offer: offer, podName: "ns/redis-3", args: "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3", rep: rep, sandbox: sb, local: recordedHere(&fakeJournal{}, "net1")}
 			out, err := returnAdd(context.Background(), mustConf(t, testConf), d, rt)
 			if err != nil {
 				t.Fatal(err)
@@ -57,6 +61,37 @@ func TestReturnAddReclaimsFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An offer naming a sandbox capo-ipam recorded at ADD on this node (here
+// the sandbox of another pod, redis-5) frees nothing: a lost node's
+// sandbox never has a record here. The pod gets an ordinary ADD, the
+// agent hears why, and redis-5 keeps its address.
+func TestReclaimRefusesThisNodesSandbox(t *testing.T) {
+	j := &fakeJournal{}
+	_ = j.RecordAddrs(&journal.AddrRecord{Network: "net1", ContainerID: "5andb0x0f5", IfName: "eth0", IPs: []string{"10.0.0.3"}})
+	offer := &wire.Return{IPs: []string{"10.0.0.3"}, Reclaim: []wire.Reclaim{{ContainerID: "5andb0x0f5", Node: "n2"}}}
+	d := &addrDelegate{fresh: "10.0.0.50"}
+	rep := &fakeReporter{}
+	conf := mustConf(t, `{"cniVersion":"0.3.1","name":"net1","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam","delegate":{"type":"fake-ipam"}}}`)
+	args := &skel.CmdArgs{ContainerID: "n3w", IfName: "eth0", Args: "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=redis-3"}
+	err := add(context.Background(), args, conf, addDeps{delegate: d, journal: j, ann: offering{offer}, reporter: rep, stdout: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(d.calls, "|"); got != "ADD" {
+		t.Fatalf("delegate calls %s, want an ordinary ADD only", got)
+	}
+	if len(rep.got) != 1 || rep.got[0].Outcome != wire.FellBack || rep.got[0].Reason != reasonReclaimFailed || !strings.Contains(rep.got[0].Why, "has an ADD record on this node") {
+		t.Fatalf("reported %+v", rep.got)
+	}
+}
+
+// offering answers every ADD with an offer.
+type offering struct{ ret *wire.Return }
+
+func (o offering) Get(context.Context, wire.PodRef) (*wire.AnnotationsResponse, error) {
+	return &wire.AnnotationsResponse{Return: o.ret}, nil
 }
 
 // capo-ipam frees nothing the agent names that is not another sandbox.

@@ -60,6 +60,9 @@ type returning struct {
 	sandbox wire.Sandbox
 	args    string // the runtime's CNI_ARGS
 	rep     Reporter
+	// local reports whether a sandbox of the network has an ADD record on
+	// this node; nil: every sandbox may be this node's, and none is freed.
+	local func(containerID string) (bool, error)
 }
 
 // returnAdd is the ADD of a pod the agent offered addresses to: each

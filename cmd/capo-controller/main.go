@@ -24,12 +24,29 @@ import (
 
 func main() {
 	os.Exit(daemon.Main("capo-controller", parseFlags, func(ctx context.Context, opts controller.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
-		c, err := controller.New(opts, kube, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
+		oc, err := ownerClients(kube)
+		if err != nil {
+			return err
+		}
+		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err
 		}
 		return c.Run(ctx)
 	}))
+}
+
+// ownerClients reach the owner kinds beyond apps/v1 (Kruise's, listed).
+func ownerClients(kube kubernetes.Interface) (controller.OwnerClients, error) {
+	dyn, err := kubeclient.Dynamic("capo-controller", 20)
+	if err != nil {
+		return controller.OwnerClients{}, err
+	}
+	meta, err := kubeclient.Metadata("capo-controller", 20)
+	if err != nil {
+		return controller.OwnerClients{}, err
+	}
+	return controller.OwnerClients{Discovery: kube.Discovery(), Dynamic: dyn, Metadata: meta}, nil
 }
 
 func parseFlags(args []string) (controller.Options, slog.Level, float32, error) {

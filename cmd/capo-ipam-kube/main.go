@@ -27,6 +27,7 @@ func main() {
 	pod := fs.String("pod", "", "the pod's name")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up after this long")
 	agentPod := fs.String("agent-pod", "", "NAMESPACE/NAME: print whether this capo-agent pod exists ({\"exists\":bool}) instead of annotations")
+	node := fs.String("node", "", "with --agent-pod: also print whether this node is still opted in to capo ({\"optedIn\":bool})")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `%s %s: prints a pod's and its namespace's annotations, read from the API server,
 as capo-ipam's ADD needs them when the node's capo-agent cannot answer.
@@ -42,7 +43,7 @@ as capo-ipam's ADD needs them when the node's capo-agent cannot answer.
 		os.Exit(2)
 	}
 	if *kubeconfig != "" && *agentPod != "" {
-		os.Exit(agentPodExists(*kubeconfig, *agentPod, *timeout))
+		os.Exit(agentPodExists(*kubeconfig, *agentPod, *node, *timeout))
 	}
 	if *kubeconfig == "" || *namespace == "" || *pod == "" {
 		fmt.Fprintln(os.Stderr, wire.KubeHelper+": --kubeconfig, --namespace and --pod are all needed; see --help")
@@ -62,8 +63,10 @@ as capo-ipam's ADD needs them when the node's capo-agent cannot answer.
 }
 
 // agentPodExists answers capo-ipam's question "is capo gone?" for one
-// step: does the pod the node's last capo-agent ran as still exist.
-func agentPodExists(kubeconfig, ref string, timeout time.Duration) int {
+// step: does the pod the node's last capo-agent ran as still exist, and,
+// when it names the node, is the node still opted in. Any answer it cannot
+// read fails the whole: capo-ipam then keeps capo.
+func agentPodExists(kubeconfig, ref, node string, timeout time.Duration) int {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" {
 		fmt.Fprintln(os.Stderr, wire.KubeHelper+": --agent-pod takes NAMESPACE/NAME")
@@ -71,12 +74,20 @@ func agentPodExists(kubeconfig, ref string, timeout time.Duration) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	exists, err := kubeapi.Reader{Kubeconfig: kubeconfig}.PodExists(ctx, ns, name)
+	r := kubeapi.Reader{Kubeconfig: kubeconfig}
+	exists, err := r.PodExists(ctx, ns, name)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(map[string]bool{"exists": exists}); err != nil {
+	out := map[string]bool{"exists": exists}
+	if node != "" {
+		if out["optedIn"], err = r.NodeOptedIn(ctx, node); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

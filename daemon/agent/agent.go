@@ -111,7 +111,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	}
 	a.returner = ret
 	dec.guard = ret.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord, ipam: calico.IPAM(), node: opts.NodeName}
 	a.drainer = &drainer{journal: j, ipam: calico.IPAM(), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	ret.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{
@@ -247,6 +247,7 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	mux.HandleFunc("GET "+NodeInfoPath, a.handleNodeInfo)
 	if a.opts.HealthAddr == "" || a.opts.HealthAddr == a.opts.MetricsAddr {
 		daemon.HandleProbes(mux, a.readiness.ready, a.readiness.live)
 		return daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr")

@@ -72,7 +72,7 @@ func TestPreviousCapoIPAMAnswered(t *testing.T) {
 // logs as it journals the DEL; a newer capo-ipam is answered.
 func TestWireVersionsRefusedOrAnswered(t *testing.T) {
 	a := fuzzAgent(true)
-	body := `{"containerID":"abc","network":"k8s-pod-network","ifName":"eth0"}`
+	body := `{"containerID":"abc","network":"k8s-pod-network","ifName":"eth0","pod":{"namespace":"ns","name":"redis-0"}}`
 	for v, want := range map[string]int{"x": http.StatusBadRequest, "0": http.StatusBadRequest, "2": http.StatusOK, "9": http.StatusOK} {
 		r := httptest.NewRequest(http.MethodPost, wire.ReservePath, strings.NewReader(body))
 		r.Header.Set(wire.VersionHeader, v)

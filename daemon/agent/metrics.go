@@ -32,6 +32,7 @@ type metrics struct {
 	ipCooldown     prometheus.Gauge
 	notReady       *prometheus.GaugeVec
 	wireRequests   *prometheus.CounterVec
+	refused        *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -106,8 +107,12 @@ func newMetrics() *metrics {
 			Name: "capo_agent_wire_requests_total",
 			Help: "Requests on the socket by the wire version capo-ipam spoke (1: capo 0.1.0, which sends none; newer: above the agent's own) and result (answered, refused: the version is not one the agent answers, and capo-ipam journals). A version other than the agent's own says a host still runs another release's capo-ipam.",
 		}, []string{"version", "result"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_socket_refused_total",
+			Help: "Socket requests refused because they name a pod other than the one the node's CNI state names, by why: record-differs (capo-ipam's ADD record of the sandbox names another pod), handle-differs (Calico's allocation for it names another pod), other-node (the handle was allocated on another node), no-pod-recorded (Calico's allocation names no pod). Anything above 0 is a process on the node forging requests, or a damaged record.",
+		}, []string{"why"}),
 	}
-	m.reg.MustRegister(m.wireRequests, m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.refused, m.wireRequests, m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -131,9 +131,10 @@ func TestReserveTrustsTheHostsRecordOnly(t *testing.T) {
 	srv := &server{
 		decider: dec, metrics: newMetrics(), timeout: func() time.Duration { return time.Second },
 		records: func(string, string, string) *journal.AddrRecord { return rec },
+		ipam:    &handleIPAM{}, node: "n1",
 	}
 	send := func() {
-		body := `{"containerID":"c1","network":"k8s-pod-network","ifName":"eth0","recordedIPs":["` + strings.Join(ips, `","`) + `"],"atAdd":{"selected":true}}`
+		body := `{"containerID":"c1","network":"k8s-pod-network","ifName":"eth0","pod":{"namespace":"ns","name":"redis-0"},"recordedIPs":["` + strings.Join(ips, `","`) + `"],"atAdd":{"selected":true}}`
 		w := httptest.NewRecorder()
 		srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReservePath, strings.NewReader(body)))
 		if w.Code != http.StatusOK {
@@ -141,10 +142,10 @@ func TestReserveTrustsTheHostsRecordOnly(t *testing.T) {
 		}
 	}
 	send()
-	if dec.got.RecordedIPs != nil || dec.got.AtAdd != nil {
+	if dec.got.ContainerID != "" {
 		t.Fatalf("the socket's addresses or decision reached the decider: %+v", dec.got)
 	}
-	rec = &journal.AddrRecord{IPs: []string{"10.0.0.3"}, AtAdd: &wire.Decision{Selected: true, Rule: "r"}}
+	rec = &journal.AddrRecord{Pod: wire.PodRef{Namespace: "ns", Name: "redis-0"}, IPs: []string{"10.0.0.3"}, AtAdd: &wire.Decision{Selected: true, Rule: "r"}}
 	send()
 	if strings.Join(dec.got.RecordedIPs, ",") != "10.0.0.3" || dec.got.AtAdd == nil || dec.got.AtAdd.Rule != "r" {
 		t.Fatalf("the host's record did not reach the decider: %+v", dec.got)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -72,14 +73,6 @@ type returner struct {
 	inflight sync.WaitGroup
 }
 
-// offer is an offer made to a pod: its object then, the addresses, and
-// the predecessors' allocations capo-ipam is to free first.
-type offer struct {
-	pod     *corev1.Pod
-	ips     []string
-	reclaim []returns.Predecessor
-}
-
 // wait waits for the returns in flight, until ctx ends.
 func (r *returner) wait(ctx context.Context) {
 	done := make(chan struct{})
@@ -88,31 +81,6 @@ func (r *returner) wait(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
-}
-
-// maxOffered bounds the offers remembered while their reports are awaited.
-const maxOffered = 256
-
-func (r *returner) rememberOffer(pod *corev1.Pod, ips []string, reclaim ...returns.Predecessor) {
-	r.offeredMu.Lock()
-	defer r.offeredMu.Unlock()
-	if r.offered == nil || len(r.offered) >= maxOffered {
-		r.offered = map[types.UID]offer{}
-	}
-	r.offered[pod.UID] = offer{pod: pod, ips: ips, reclaim: reclaim}
-}
-
-// takeOffer is the offer made to the pod uid covering every one of ips,
-// forgotten as it is read; false when the agent made no such offer.
-func (r *returner) takeOffer(uid string, ips []string) (offer, bool) {
-	r.offeredMu.Lock()
-	defer r.offeredMu.Unlock()
-	o, ok := r.offered[types.UID(uid)]
-	if !ok || len(ips) == 0 || slices.ContainsFunc(ips, func(ip string) bool { return !slices.Contains(o.ips, ip) }) {
-		return offer{}, false
-	}
-	delete(r.offered, types.UID(uid))
-	return o, true
 }
 
 // expect notes addresses whose reservations are to end once their sandbox
@@ -194,8 +162,10 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 			return r.refuse(pod, held, reason, why)
 		}
 	}
+	if !r.rememberOffer(pod, returns.IPs(held), preds...) {
+		return r.refuse(pod, held, tooManyOffers, fmt.Sprintf("%d offers on this node await capo-ipam's report, none older than %s (requests on the socket that capo-ipam did not send?)", maxOffered, offerTTL))
+	}
 	r.metrics.returns.WithLabelValues("offered", "").Inc()
-	r.rememberOffer(pod, returns.IPs(held), preds...)
 	slog.Info("offering a returning pod its addresses", "pod", pod.Namespace+"/"+pod.Name, "ips", returns.IPs(held), "reclaim", preds)
 	return &wire.Return{IPs: returns.IPs(held), Reclaim: wireReclaim(preds)}
 }

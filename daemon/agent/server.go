@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -66,6 +67,10 @@ type server struct {
 	// records reads capo-ipam's ADD record of a sandbox from the host's
 	// state dir; nil: none is trusted.
 	records func(network, containerID, ifName string) *journal.AddrRecord
+	// ipam and node: without a record, the sandbox's allocation on this
+	// node names its pod (identity.go).
+	ipam IPAM
+	node string
 }
 
 func (a *server) serve(ctx context.Context, l net.Listener) error {
@@ -96,19 +101,22 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 
 func (a *server) handler() http.Handler {
 	sem := make(chan struct{}, maxInFlight)
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+wire.ReservePath, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			writeError(w, http.StatusServiceUnavailable, "agent busy")
-			return
+	limit := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			default:
+				writeError(w, http.StatusServiceUnavailable, "agent busy")
+				return
+			}
+			h(w, r)
 		}
-		a.handleReserve(w, r)
-	})
-	mux.HandleFunc("POST "+wire.AnnotationsPath, a.handleAnnotations)
-	mux.HandleFunc("POST "+wire.ReturnOutcomePath, a.handleReturnOutcome)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+wire.ReservePath, limit(a.handleReserve))
+	mux.HandleFunc("POST "+wire.AnnotationsPath, limit(a.handleAnnotations))
+	mux.HandleFunc("POST "+wire.ReturnOutcomePath, limit(a.handleReturnOutcome))
 	return a.versioned(mux)
 }
 
@@ -150,10 +158,13 @@ func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request lacks containerID or network")
 		return
 	}
-	a.fromRecord(&req)
 	ctx, cancel := context.WithTimeout(r.Context(), a.timeout())
 	defer cancel()
-	resp, err := a.decider.Decide(ctx, &req)
+	resp, err := a.identified(ctx, &req)
+	if ref := (*refusal)(nil); errors.As(err, &ref) {
+		writeError(w, http.StatusForbidden, ref.msg)
+		return
+	}
 	if err != nil {
 		a.metrics.decisions.WithLabelValues("failed", "socket").Inc()
 		slog.Error("teardown not decided; capo-ipam will journal it", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "container", req.ContainerID, "err", err)
@@ -164,19 +175,17 @@ func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// fromRecord replaces what a request says capo-ipam saw at ADD with what
-// capo-ipam wrote on the host: anyone who can reach the socket could send
-// addresses to reserve (and so push the oldest reservations out through the
-// count limit), or a decision for a pod long gone. With no record, the
-// agent reads Calico's handle.
-func (a *server) fromRecord(req *wire.ReserveRequest) {
-	req.RecordedIPs, req.AtAdd = nil, nil
-	if a.records == nil {
-		return
+// identified decides the teardown of the sandbox the host knows, for the
+// pod the host names (identity.go); one whose handle holds no address on
+// this node has nothing to reserve, whatever the request says.
+func (a *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+	if err := a.identify(ctx, req); err != nil {
+		return nil, err
 	}
-	if rec := a.records(req.Network, req.ContainerID, req.IfName); rec != nil {
-		req.RecordedIPs, req.AtAdd = rec.IPs, rec.AtAdd
+	if len(req.RecordedIPs) == 0 {
+		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "handle " + req.Handle() + " holds no addresses on this node (already released)"}, nil
 	}
+	return a.decider.Decide(ctx, req)
 }
 
 // handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
@@ -196,8 +205,12 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	}
 	selectors := a.selectors()
 	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
-	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
-	resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
+	// Only a pod scheduled to this node has its sandbox added here: any
+	// other is a request capo-ipam did not send, and is offered nothing.
+	if pod.Spec.NodeName == a.node {
+		d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
+		resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -250,7 +263,7 @@ func atAdd(ns *metav1.PartialObjectMetadata, pod *corev1.Pod, selectors []select
 	d := selection.Decide(optedIn, selection.Of(ns), selection.Of(pod), selectors)
 	out := &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
-		out.Owner = &wire.Owner{Kind: ref.Kind, Name: ref.Name, UID: string(ref.UID)}
+		out.Owner = &wire.Owner{Kind: owners.KeyOf(*ref), Name: ref.Name, UID: string(ref.UID)}
 	}
 	return out
 }

@@ -45,6 +45,9 @@ func FuzzSocket(f *testing.F) {
 	f.Add(uint8(3), []byte(`{"pod":{"namespace":"ns","name":"redis-0"}}`))
 	f.Add(uint8(4), []byte(`{"pod":{"namespace":"ns","name":"redis-0","uid":"u1"},"ips":["10.0.0.9"],"outcome":"returned"}`))
 	f.Add(uint8(5), []byte(`{"pod":{"uid":"u1"},"ips":[],"outcome":"fell-back","reason":"x"}`))
+	f.Add(uint8(0), []byte(`{"containerID":"abc","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"evil","name":"redis-0"}}`))
+	f.Add(uint8(1), []byte(`{"containerID":"3f9a1c","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"evil","name":"kafka-0"}}`))
+	f.Add(uint8(1), []byte(`{"containerID":"far","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"ns","name":"redis-0"}}`))
 	f.Add(uint8(0), []byte(`[`))
 	// Thousands of runs a second would each log a line or two.
 	logs := slog.Default()
@@ -104,18 +107,39 @@ func FuzzSocket(f *testing.F) {
 func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.ResponseRecorder) {
 	var req wire.ReserveRequest
 	_ = json.NewDecoder(bytes.NewReader(body)).Decode(&req)
-	// What capo-ipam saw at ADD is taken from its record on the host, never
-	// from the request.
-	req.RecordedIPs, req.AtAdd = nil, nil
-	if rec := fuzzRecord(req.Network, req.ContainerID, req.IfName); rec != nil {
-		req.RecordedIPs, req.AtAdd = rec.IPs, rec.AtAdd
+	// Who the sandbox belongs to, and what capo-ipam saw at ADD, are taken
+	// from the host's CNI state, never from the request: a request naming
+	// another pod is refused and decides nothing.
+	host, known := hostPod(&req)
+	if known && !samePod(host, req.Pod) || elsewhere(&req) {
+		if w.Code != http.StatusForbidden || a.got != nil {
+			t.Fatalf("a request for %+v of %+v's sandbox answered %d %q, decided %+v", req.Pod, host, w.Code, w.Body, a.got)
+		}
+		return
 	}
 	if w.Code != http.StatusOK && w.Code != http.StatusInternalServerError {
 		t.Fatalf("reserve answered %d %q", w.Code, w.Body)
 	}
-	if !reflect.DeepEqual(a.got, &req) {
-		t.Fatalf("the decider got %+v, the body says %+v", a.got, &req)
+	if !known {
+		if a.got != nil {
+			t.Fatalf("a sandbox the host does not know was decided: %+v", a.got)
+		}
+	} else {
+		req.RecordedIPs, req.AtAdd = nil, nil
+		if rec := fuzzRecord(req.Network, req.ContainerID, req.IfName); rec != nil {
+			req.Pod, req.RecordedIPs, req.AtAdd = rec.Pod, rec.IPs, rec.AtAdd
+		} else {
+			for _, al := range fuzzAllocations {
+				if al.handle == req.Handle() {
+					req.RecordedIPs = append(req.RecordedIPs, al.ip)
+				}
+			}
+		}
+		if !reflect.DeepEqual(a.got, &req) {
+			t.Fatalf("the decider got %+v, the host says %+v", a.got, &req)
+		}
 	}
+	checkHeldFor(t, a, host)
 	if w.Code != http.StatusOK {
 		return
 	}
@@ -143,6 +167,20 @@ func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.Respons
 		}
 		if !containsIP(held, ip) {
 			t.Fatalf("reserved %s, the datastore holds %+v", ip, held)
+		}
+	}
+}
+
+// checkHeldFor: a request never makes an entry for a pod other than the
+// one the host's CNI state names for the sandbox.
+func checkHeldFor(t *testing.T, a *fuzzedAgent, host wire.PodRef) {
+	held, err := a.store.ListNode(context.Background(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range held {
+		if e.Namespace != host.Namespace || e.Pod != host.Name || (host.UID != "" && e.PodUID != host.UID) {
+			t.Fatalf("an entry for %s/%s (uid %s); the host names %+v", e.Namespace, e.Pod, e.PodUID, host)
 		}
 	}
 }
@@ -184,7 +222,7 @@ func fuzzAgent(knowsPod bool) *fuzzedAgent {
 			Namespace: "ns", Name: "redis-0", UID: "u1",
 			Annotations:     map[string]string{selection.PodAnnotation: selection.Enabled, "cni.projectcalico.org/ipv4pools": `["gold"]`, "other": "x"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "redis", UID: "set-1", Controller: &yes}},
-		}}
+		}, Spec: corev1.PodSpec{NodeName: "n1"}}
 	}
 	cfg := config.Default()
 	m := newMetrics()
@@ -203,6 +241,7 @@ func fuzzAgent(knowsPod bool) *fuzzedAgent {
 	a.srv = &server{
 		decider: fuzzDecider{dec, &a.got}, cluster: cluster, selectors: dec.selectors,
 		timeout: func() time.Duration { return 5 * time.Second }, metrics: m, returner: ret, records: fuzzRecord,
+		ipam: &handleIPAM{allocs: fuzzAllocations}, node: "n1",
 	}
 	return a
 }
@@ -215,6 +254,7 @@ func fuzzRecord(network, containerID, ifName string) *journal.AddrRecord {
 	}
 	return &journal.AddrRecord{
 		Network: network, ContainerID: containerID, IfName: ifName, IPs: []string{"10.0.0.7", "fd00::7"},
+		Pod:   wire.PodRef{Namespace: "ns", Name: "redis-0", UID: "u1"},
 		AtAdd: &wire.Decision{Selected: true, Rule: "recorded at ADD"},
 	}
 }

@@ -119,7 +119,7 @@ func newAwayBed(t *testing.T) *awayBed {
 		t: t, kube: fake.NewClientset(node, ns, agent, broker), store: reservetest.NewStore(reserve.DefaultLimits),
 		ipam: &holders{by: map[string][2]string{"10.0.0.5": {"kafka", "broker-0"}}},
 	}
-	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, b.store, b.ipam)
+	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, b.kube, OwnerClients{}, b.store, b.ipam)
 	if err != nil {
 		t.Fatal(err)
 	}

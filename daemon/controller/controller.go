@@ -62,6 +62,7 @@ type Controller struct {
 	config   *config.Holder
 	metrics  *metrics
 	caches   *caches
+	owners   *ownerWatches // owner kinds beyond apps/v1 (nil: none watched)
 	recorder record.EventRecorder
 	now      func() time.Time
 
@@ -79,11 +80,12 @@ type Controller struct {
 	badTTLs        map[string]string              // invalid reservation time annotations reported: object -> value
 	recreatable    map[release.OwnerKey]time.Time // StatefulSets last seen opting in to keep members across a re-creation
 	legacyWarned   map[string]string              // nodes told their release annotation is not read, and its value
+	unwatchedTold  map[reserve.Ref]string         // reservations told their owner's kind is not watched, and why
 	poolsAt        time.Time                      // the last read of Calico's pool utilization (pass goroutine only)
 }
 
 // New builds a controller on real clients.
-func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam calicoipam.Reader) (*Controller, error) {
+func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve.Store, ipam calicoipam.Reader) (*Controller, error) {
 	if opts.ReleaseConfigMap == "" {
 		opts.ReleaseConfigMap = DefaultReleaseConfigMap
 	}
@@ -103,6 +105,7 @@ func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam cali
 		config:         config.NewHolder(config.Default()),
 		metrics:        newMetrics(),
 		caches:         newCaches(kube, agents, opts.Namespace, opts.ReleaseConfigMap),
+		owners:         newOwnerWatches(oc),
 		recorder:       b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
 		now:            time.Now,
 		kick:           make(chan struct{}, 1),
@@ -115,6 +118,10 @@ func New(opts Options, kube kubernetes.Interface, store reserve.Store, ipam cali
 	return c, nil
 }
 
+// ownerListWait bounds the wait at start for the owner kinds beyond
+// apps/v1 to list: one that does not list in time is judged when it does.
+const ownerListWait = 30 * time.Second
+
 // Run serves until ctx ends. Every replica keeps its caches warm; only the
 // lease holder writes.
 func (c *Controller) Run(ctx context.Context) error {
@@ -124,6 +131,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.caches.start(ctx.Done()) {
 		return errors.New("informer caches did not sync")
 	}
+	c.owners.sync(c.config.Get().OwnerKinds, c.now())
+	defer c.owners.closeAll()
+	c.owners.waitListed(ownerListWait)
 	c.synced.Store(true)
 	daemon.ReleaseStartupMemory()
 	go c.runLost(ctx)

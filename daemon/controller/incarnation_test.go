@@ -35,8 +35,10 @@ func calicoAnnotated(p *corev1.Pod, id, ip string) {
 func TestCoverageNamesTheIncarnationWhoseSandboxHeldTheAddress(t *testing.T) {
 	ip := netip.MustParseAddr("10.0.0.5")
 	member := func(uid string, annotate bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-0", UID: types.UID(uid)},
-			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, PodIP: ip.String(), PodIPs: []corev1.PodIP{{IP: ip.String()}}}}
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kafka", Name: "broker-0", UID: types.UID(uid)},
+			Spec:       corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodFailed, PodIP: ip.String(), PodIPs: []corev1.PodIP{{IP: ip.String()}}},
+		}
 		if annotate {
 			calicoAnnotated(p, sandboxA, ip.String())
 		}
@@ -50,23 +52,31 @@ func TestCoverageNamesTheIncarnationWhoseSandboxHeldTheAddress(t *testing.T) {
 		want      *reserve.Entry    // the entry written, nil for none
 	}{
 		{name: "the member's own sandbox", annotated: true, holder: sandboxA, want: &reserve.Entry{PodUID: "u0", Sandbox: reserve.SandboxOf(sandboxA)}},
-		{name: "its successor's sandbox", annotated: true, holder: sandboxB,
-			now: func(p *corev1.Pod) { p.UID = "u1"; calicoAnnotated(p, sandboxB, "10.0.0.5") }},
+		{
+			name: "its successor's sandbox", annotated: true, holder: sandboxB,
+			now: func(p *corev1.Pod) { p.UID = "u1"; calicoAnnotated(p, sandboxB, "10.0.0.5") },
+		},
 		{name: "its successor's sandbox, the successor deleted too", annotated: true, holder: sandboxB},
-		{name: "no annotations, the successor runs with it", holder: sandboxB,
-			now: func(p *corev1.Pod) { p.UID, p.Status.Phase = "u1", corev1.PodRunning }},
-		{name: "no annotations, the successor has another address", holder: sandboxA,
+		{
+			name: "no annotations, the successor runs with it", holder: sandboxB,
+			now: func(p *corev1.Pod) { p.UID, p.Status.Phase = "u1", corev1.PodRunning },
+		},
+		{
+			name: "no annotations, the successor has another address", holder: sandboxA,
 			now: func(p *corev1.Pod) {
 				p.UID, p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = "u1", corev1.PodRunning, "10.0.0.9", []corev1.PodIP{{IP: "10.0.0.9"}}
 			},
-			want: &reserve.Entry{PodUID: "", Sandbox: reserve.SandboxOf(sandboxA)}},
+			want: &reserve.Entry{PodUID: "", Sandbox: reserve.SandboxOf(sandboxA)},
+		},
 		{name: "no annotations, no successor", holder: sandboxA, want: &reserve.Entry{PodUID: "u0", Sandbox: reserve.SandboxOf(sandboxA)}},
-		{name: "an old sandbox of a pod with a new one", holder: sandboxA,
+		{
+			name: "an old sandbox of a pod with a new one", holder: sandboxA,
 			now: func(p *corev1.Pod) {
 				p.Status.Phase, p.Status.PodIP, p.Status.PodIPs = corev1.PodRunning, "10.0.0.9", []corev1.PodIP{{IP: "10.0.0.9"}}
 				calicoAnnotated(p, sandboxC, "10.0.0.9")
 			},
-			want: &reserve.Entry{PodUID: "u0", Sandbox: reserve.SandboxOf(sandboxA)}},
+			want: &reserve.Entry{PodUID: "u0", Sandbox: reserve.SandboxOf(sandboxA)},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newAwayBed(t)

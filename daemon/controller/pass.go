@@ -28,6 +28,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	entries := listing.Entries
 	cfg := c.config.Get()
 	w := c.caches.world()
+	c.reportUnwatched(entries, c.watchOwners(&w, cfg.OwnerKinds))
 	c.reportBadTTLs(c.caches.policy(&w))
 	c.recallRecreatable(&w)
 	var asked []request // release requests by hand this pass answers

@@ -73,7 +73,7 @@ func newPassBed(t *testing.T, objs ...runtime.Object) *passBed {
 	}
 	b := &passBed{t: t, kube: fake.NewClientset(objs...), store: reservetest.NewStore(reserve.DefaultLimits), events: record.NewFakeRecorder(100)}
 	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
-		b.kube, b.store, &holders{by: map[string][2]string{}})
+		b.kube, OwnerClients{}, b.store, &holders{by: map[string][2]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/yaml"
 
+	"github.com/capo-net/capo/pkg/owners"
 	capsel "github.com/capo-net/capo/pkg/selection"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	ReserveTimeout    time.Duration // the agent's deadline for one reservation
 	DeletedPodMemory  time.Duration // how long the agent remembers a deleted pod for late DELs
 	ReturnAddress     ReturnMode    // whether a returning StatefulSet pod gets its reserved addresses back
+	// OwnerKinds are further controllers with stable pod identities
+	// (members named "<owner>-<ordinal>"), beside apps/v1's StatefulSet
+	// and Kruise's, which capo-controller watches without being told.
+	OwnerKinds []owners.Kind
 }
 
 // ReturnMode says where a StatefulSet pod that comes back gets the
@@ -79,6 +84,7 @@ type file struct {
 	ReserveTimeout    *metav1.Duration       `json:"reserveTimeout,omitempty"`
 	DeletedPodMemory  *metav1.Duration       `json:"deletedPodMemory,omitempty"`
 	ReturnAddress     *ReturnMode            `json:"returnAddress,omitempty"`
+	OwnerKinds        []owners.Kind          `json:"ownerKinds,omitempty"`
 
 	Health                     json.RawMessage `json:"health,omitempty"`
 	Metrics                    json.RawMessage `json:"metrics,omitempty"`
@@ -124,6 +130,7 @@ func Parse(data []byte) (*Config, error) {
 		ReserveTimeout:    dur(f.ReserveTimeout, 8*time.Second),
 		DeletedPodMemory:  dur(f.DeletedPodMemory, 30*time.Minute),
 		ReturnAddress:     ReturnSameNode,
+		OwnerKinds:        f.OwnerKinds,
 	}
 	if f.ReturnAddress != nil {
 		c.ReturnAddress = *f.ReturnAddress
@@ -163,6 +170,15 @@ func (c *Config) validate() error {
 	}
 	if c.DeletedPodMemory < time.Minute {
 		errs = append(errs, fmt.Errorf("deletedPodMemory %s: must be at least 1m", c.DeletedPodMemory))
+	}
+	seen := map[string]bool{}
+	for _, k := range c.OwnerKinds {
+		if err := k.Validate(); err != nil {
+			errs = append(errs, err)
+		} else if seen[k.Key()] {
+			errs = append(errs, fmt.Errorf("ownerKinds entry %s: listed twice (one object is served in every version of its group: list one)", k))
+		}
+		seen[k.Key()] = true
 	}
 	return errors.Join(errs...)
 }

@@ -129,6 +129,10 @@ func TestInvalidConfigs(t *testing.T) {
 		{"empty pod selector", head + "podSelectors:\n- {}\n", "would select every pod"},
 		{"two errors", head + "ipReserveTime: 0s\nipReserveMaxCount: 0\n", "ipReserveMaxCount 0"},
 		{"return mode", head + "returnAddress: everywhere\n", `returnAddress "everywhere": must be sameNode, anyNode or off`},
+		{"owner kind without version", head + "ownerKinds:\n- {group: example.com, kind: Broker}\n", "kind and version are required"},
+		{"owner kind listed twice", head + "ownerKinds:\n- {group: example.com, version: v1, kind: Broker}\n- {group: example.com, version: v2, kind: Broker}\n", "listed twice"},
+		{"owner kind known already", head + "ownerKinds:\n- {group: apps.kruise.io, version: v1beta1, kind: StatefulSet}\n", "without being told"},
+		{"owner kind typo", head + "ownerKinds:\n- {group: example.com, version: v1, knd: Broker}\n", "unknown field"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,5 +141,18 @@ func TestInvalidConfigs(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestOwnerKinds(t *testing.T) {
+	c, err := Parse([]byte("apiVersion: config.capo.io/v1\nkind: CapoConfig\nownerKinds:\n- {group: example.com, version: v1, kind: Broker, resource: brokers}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.OwnerKinds) != 1 || c.OwnerKinds[0].Key() != "Broker.example.com" || c.OwnerKinds[0].Resource != "brokers" {
+		t.Fatalf("ownerKinds %+v", c.OwnerKinds)
+	}
+	if len(Default().OwnerKinds) != 0 {
+		t.Fatalf("default ownerKinds %+v, want none", Default().OwnerKinds)
 	}
 }

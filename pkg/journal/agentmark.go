@@ -17,6 +17,10 @@ const agentMarkFile = "agent.json"
 type AgentMark struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
+	// Node is the Kubernetes node the agent serves: capo-ipam asks whether
+	// it is still opted in before it takes capo as uninstalled. An older
+	// agent wrote none, and capo-ipam then never takes capo as gone.
+	Node string `json:"node,omitempty"`
 }
 
 // WriteAgentMark is called by capo-agent as it starts.

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -38,6 +39,16 @@ func Metadata(component string, qps float32) (metadata.Interface, error) {
 		return nil, err
 	}
 	return metadata.NewForConfig(cfg)
+}
+
+// Dynamic is a client for objects of any kind, as unstructured JSON, on
+// the same credentials as Kubernetes.
+func Dynamic(component string, qps float32) (dynamic.Interface, error) {
+	cfg, err := restConfig(component, qps)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(cfg)
 }
 
 func restConfig(component string, qps float32) (*rest.Config, error) {

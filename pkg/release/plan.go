@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -19,7 +20,7 @@ const (
 	Manual        Reason = "manual"         // an operator asked
 	NamespaceGone Reason = "namespace-gone" // the pod's namespace is deleted or terminating
 	OwnerGone     Reason = "owner-gone"     // the workload is deleted, or replaced by a new object of the same name
-	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal (unless it keeps them: ScaleDownAnnotation)
+	ScaledDown    Reason = "scaled-down"    // the StatefulSet no longer has the pod's ordinal (scaled down, or reserved by Kruise's reserveOrdinals; unless it keeps them: ScaleDownAnnotation)
 	TTL           Reason = "ttl"            // older than ipReserveTime, or its workload's capo.io/ip-reserve-time
 	MaxCount      Reason = "max-count"      // more held than ipReserveMaxCount: oldest first
 )
@@ -36,11 +37,14 @@ type Owner struct {
 	// ParentGone: a ReplicaSet whose Deployment is gone (orphaned on purpose
 	// or not yet collected) no longer stands for a live workload.
 	ParentGone bool
-	// StatefulSet only: the pods that exist are ordinals
-	// [OrdinalStart, OrdinalStart+Replicas).
+	// StatefulSet (apps/v1's or Kruise's) only: the pods that exist are
+	// the first Replicas ordinals from OrdinalStart not in Reserved
+	// (Kruise's reserveOrdinals). A listed owner kind whose scale capo
+	// does not know is not one: its members end only with it.
 	StatefulSet  bool
 	Replicas     int32
 	OrdinalStart int32
+	Reserved     map[int]bool
 	// KeepScaledDown: the StatefulSet opts in (ScaleDownAnnotation=keep)
 	// to keep a removed member's addresses held, within its reservation
 	// time, for the member to get back when the set scales up again.
@@ -51,8 +55,10 @@ type Owner struct {
 type World struct {
 	Namespaces map[string]bool // live (not terminating) namespaces
 	Owners     map[OwnerKey]Owner
-	// TrackedKinds are owner kinds the controller watches; owners of other
-	// kinds (Jobs, custom resources) are never judged gone.
+	// TrackedKinds are owner kinds (reserve.Entry.OwnerKind, owners.Key)
+	// the controller watches and has read: owners of other kinds (Jobs, a
+	// custom resource not listed, a listed one capo cannot watch) are
+	// never judged gone.
 	TrackedKinds map[string]bool
 	Manual       map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
 	TTLs         TTLs                 // per-workload reservation times; Limits.TTL elsewhere
@@ -140,7 +146,7 @@ func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
 // and does not keep its removed members' addresses.
 func scaledDown(e reserve.Entry, o Owner) bool {
 	ord, ok := ordinal(e.Pod, e.OwnerName)
-	return ok && !o.KeepScaledDown && (ord < int(o.OrdinalStart) || ord >= int(o.OrdinalStart)+int(o.Replicas))
+	return ok && !o.KeepScaledDown && !owners.Ordinals{Start: o.OrdinalStart, Replicas: o.Replicas, Reserved: o.Reserved}.Has(ord)
 }
 
 // Since is when an entry's age is counted from: when capo-controller first

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -31,7 +32,7 @@ type Entry struct {
 	// Seen is when capo-controller first saw the entry, by its own clock:
 	// one clock judges every entry's age. Zero until the controller stamps it.
 	Seen      time.Time
-	OwnerKind string // the pod's controller, e.g. StatefulSet
+	OwnerKind string // the pod's controller's kind as owners.Key names it: StatefulSet, StatefulSet.apps.kruise.io
 	OwnerName string
 	OwnerUID  string
 	// Sandbox is the torn-down sandbox's container ID, shortened
@@ -68,7 +69,7 @@ func (e *Entry) SetPod(p *corev1.Pod) {
 	}
 	e.PodUID = string(p.UID)
 	if ref := metav1.GetControllerOf(p); ref != nil {
-		e.OwnerKind, e.OwnerName, e.OwnerUID = ref.Kind, ref.Name, string(ref.UID)
+		e.OwnerKind, e.OwnerName, e.OwnerUID = owners.KeyOf(*ref), ref.Name, string(ref.UID)
 	}
 }
 

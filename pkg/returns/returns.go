@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -67,10 +68,11 @@ func Candidate(mode config.ReturnMode, pod *corev1.Pod, d selection.Decision) (b
 	return true, ""
 }
 
-// setOf is the StatefulSet controlling pod, or nil.
+// setOf is the controller of pod, or nil: a StatefulSet (apps/v1's,
+// Kruise's) or any other controller with stable identities.
 func setOf(pod *corev1.Pod) *metav1.OwnerReference {
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "StatefulSet" || ref.UID == "" {
+	if ref == nil || ref.UID == "" {
 		return nil
 	}
 	return ref
@@ -78,9 +80,11 @@ func setOf(pod *corev1.Pod) *metav1.OwnerReference {
 
 // Held picks the reservations made for pod's identity: the same pod (its
 // UID: a sandbox re-created under a running pod), or the same namespace
-// and name under the same StatefulSet (its UID: a set deleted and
-// re-created inherits nothing; only a StatefulSet brings a pod back under
-// its name). Of several for one family (the pod lost addresses more than
+// and name under the same controller (its kind and UID: a set deleted and
+// re-created inherits nothing). Only a controller with stable identities
+// (a StatefulSet, apps/v1's or Kruise's, or one alike) brings a pod back
+// under its name; a ReplicaSet's or a Job's pods have generated names, so
+// no kind needs listing here. Of several for one family (the pod lost addresses more than
 // once), the latest teardown's; IPv4 first.
 func Held(entries []reserve.Entry, pod *corev1.Pod) []reserve.Entry {
 	if pod == nil {
@@ -116,7 +120,7 @@ func Owns(pod *corev1.Pod, e reserve.Entry) bool {
 		return true
 	}
 	set := setOf(pod)
-	return set != nil && e.Namespace == pod.Namespace && e.Pod == pod.Name && e.OwnerKind == "StatefulSet" && e.OwnerUID == string(set.UID)
+	return set != nil && e.Namespace == pod.Namespace && e.Pod == pod.Name && e.OwnerKind == owners.KeyOf(*set) && e.OwnerUID == string(set.UID)
 }
 
 // IPs are the entries' addresses.

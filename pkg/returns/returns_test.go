@@ -153,3 +153,32 @@ func TestHeldForAnother(t *testing.T) {
 		t.Fatalf("%s %q", r, why)
 	}
 }
+
+// A member of Kruise's Advanced StatefulSet is a member as apps/v1's is:
+// its kind and its set's UID name it; a set of another kind never does.
+func TestHeldUnderKruisesStatefulSet(t *testing.T) {
+	kruise := func(pod, setUID string) *corev1.Pod {
+		p := setPod(pod, setUID, nil)
+		p.UID = "new-pod-uid"
+		p.OwnerReferences[0].APIVersion = "apps.kruise.io/v1beta1"
+		return p
+	}
+	e := entry("10.0.0.3", "redis-3", "a", 100)
+	e.OwnerKind = "StatefulSet.apps.kruise.io"
+	if got := IPs(Held([]reserve.Entry{e}, kruise("redis-3", "a"))); len(got) != 1 {
+		t.Fatalf("kruise member holds %v, want its 10.0.0.3", got)
+	}
+	older := kruise("redis-3", "a")
+	older.OwnerReferences[0].APIVersion = "apps.kruise.io/v1alpha1" // one object, served in both versions
+	if got := Held([]reserve.Entry{e}, older); len(got) != 1 {
+		t.Fatalf("kruise member read as v1alpha1 holds %v", got)
+	}
+	apps := setPod("redis-3", "a", nil)
+	apps.UID = "new-pod-uid"
+	if got := Held([]reserve.Entry{e}, apps); len(got) != 0 {
+		t.Fatalf("an apps/v1 member takes a kruise member's %v", got)
+	}
+	if got := Held([]reserve.Entry{entry("10.0.0.4", "redis-3", "a", 100)}, kruise("redis-3", "a")); len(got) != 0 {
+		t.Fatalf("a kruise member takes an apps/v1 member's %v", got)
+	}
+}

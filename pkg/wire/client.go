@@ -116,6 +116,9 @@ func (c *Client) roundTrip(ctx context.Context, path string, body []byte) (strin
 		return "", nil, nil, err
 	}
 	defer conn.Close()
+	if err := trustedPeer(conn, c.Socket); err != nil {
+		return "", nil, nil, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}

@@ -55,7 +55,7 @@ type Decision struct {
 
 // Owner is a pod's controlling object.
 type Owner struct {
-	Kind string `json:"kind"`
+	Kind string `json:"kind"` // as owners.Key names it: StatefulSet, StatefulSet.apps.kruise.io
 	Name string `json:"name"`
 	UID  string `json:"uid"`
 }

@@ -24,6 +24,12 @@ func apiServer(t *testing.T) (*httptest.Server, string) {
 		switch r.URL.Path {
 		case "/api/v1/namespaces/kafka":
 			_, _ = w.Write([]byte(`{"kind":"Namespace","metadata":{"name":"kafka","annotations":{"cni.projectcalico.org/ipv4pools":"[\"ns\"]"}}}`))
+		case "/api/v1/nodes/in":
+			_, _ = w.Write([]byte(`{"kind":"Node","metadata":{"name":"in","annotations":{"capo.io/ip-reserve":"enabled"}}}`))
+		case "/api/v1/nodes/labelled":
+			_, _ = w.Write([]byte(`{"kind":"Node","metadata":{"name":"labelled","labels":{"capo.io/ip-reserve":"enabled"}}}`))
+		case "/api/v1/nodes/out":
+			_, _ = w.Write([]byte(`{"kind":"Node","metadata":{"name":"out","annotations":{"capo.io/ip-reserve":"disabled"}}}`))
 		case "/api/v1/namespaces/kafka/pods/b-0":
 			_, _ = w.Write([]byte(`{"kind":"Pod","metadata":{"name":"b-0","annotations":{"cni.projectcalico.org/ipFamilies":"[\"IPv4\"]"}},"spec":{}}`))
 		default:

@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,4 +41,50 @@ func (k Reader) PodExists(ctx context.Context, namespace, name string) (bool, er
 		return false, nil
 	}
 	return false, fmt.Errorf("reading pod %s/%s: API server answered %s: %.200s", namespace, name, resp.Status, body)
+}
+
+// NodeOptedIn reads the Node with the kubeconfig and says whether it still
+// carries capo's opt-in (selection.NodeOptedIn). A node the API server does
+// not have, or any answer but the Node, is an error: capo-ipam then keeps
+// capo, as for anything it cannot establish.
+func (k Reader) NodeOptedIn(ctx context.Context, name string) (bool, error) {
+	api, err := loadKubeconfig(k.Kubeconfig)
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(api.server, "/")+"/api/v1/nodes/"+url.PathEscape(name), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "capo-ipam")
+	if api.token != "" {
+		req.Header.Set("Authorization", "Bearer "+api.token)
+	}
+	resp, err := api.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("reading node %s: API server answered %s: %.200s", name, resp.Status, body)
+	}
+	var node struct {
+		Metadata struct {
+			Name        string            `json:"name"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(body, &node); err != nil || node.Metadata.Name != name {
+		return false, fmt.Errorf("reading node %s: the API server's answer is not that Node (%v)", name, err)
+	}
+	return optedIn(node.Metadata.Labels, node.Metadata.Annotations), nil
+}
+
+// optedIn is selection.NodeOptedIn, spelled out here so that capo-ipam-kube
+// links no apimachinery (presence_test.go holds the two equal).
+func optedIn(labels, annotations map[string]string) bool {
+	return annotations["capo.io/ip-reserve"] == "enabled" || labels["capo.io/ip-reserve"] == "enabled"
 }

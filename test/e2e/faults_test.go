@@ -29,9 +29,9 @@ func TestFaultMatrix(t *testing.T) {
 			t.Run(f.name, func(t *testing.T) { rows = append(rows, runFault(t, ds, f)) })
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "\n%-44s %5s %9s %10s %17s\n", "fault ("+string(ds)+")", "DELs", "reserved", "journaled", "freed-unreserved")
+		fmt.Fprintf(&b, "\n%-44s %5s %9s %10s %17s %16s\n", "fault ("+string(ds)+")", "DELs", "reserved", "journaled", "freed-unreserved", "other-namespace")
 		for _, r := range rows {
-			fmt.Fprintf(&b, "%-44s %5d %9d %10d %17d\n", r.fault, r.dels, r.reserved, r.journaled, r.freedUnreserved)
+			fmt.Fprintf(&b, "%-44s %5d %9d %10d %17d %16d\n", r.fault, r.dels, r.reserved, r.journaled, r.freedUnreserved, r.otherNamespace)
 		}
 		t.Log(b.String())
 	})
@@ -54,11 +54,13 @@ type faultEnv struct {
 	standby    *testbed.Controller
 	gc         *testbed.KubeControllers
 	conflist   []byte
+	selected   []*testbed.Sandbox // the storm's members, for a fault that needs them
 }
 
 type faultResult struct {
 	fault                                      string
 	dels, reserved, journaled, freedUnreserved int
+	otherNamespace                             int // addresses held for another namespace's pod
 }
 
 func faults() []fault {
@@ -109,6 +111,8 @@ func faults() []fault {
 			time.Sleep(8 * time.Second) // a few GC passes past the grace period
 			fx.gc.Stop()
 		}},
+		forgedReserve(),
+		forgedReclaim(),
 	}
 }
 
@@ -142,6 +146,7 @@ func runFault(t *testing.T, ds testbed.Datastore, f fault) faultResult {
 	for i := range stormUnselected {
 		unselected = append(unselected, addPod(t, fx, fmt.Sprintf("web-%d", i), testbed.WithLabels(map[string]string{"app": "web"})))
 	}
+	fx.selected = selected
 	all := append(append([]*testbed.Sandbox{}, selected...), unselected...)
 	for _, sb := range all {
 		runningOn(t, env, sb)
@@ -266,8 +271,10 @@ func check(t *testing.T, name string, env *testbed.Env, selected []*testbed.Sand
 	for _, sb := range selected {
 		ip := sb.IP()
 		owner := st.Holder(net.ParseIP(ip))
-		_, reserved := held[ip]
+		e, reserved := held[ip]
 		switch {
+		case reserved && (e.Namespace != sb.Pod.Namespace || e.Pod != sb.Pod.Name):
+			t.Errorf("%s of %s/%s is held for %s/%s", ip, sb.Pod.Namespace, sb.Pod.Name, e.Namespace, e.Pod)
 		case owner != "" && owner != sb.Handle():
 			res.freedUnreserved++
 			t.Errorf("%s of %s was given to %s", ip, sb.Pod.Name, owner)
@@ -278,6 +285,7 @@ func check(t *testing.T, name string, env *testbed.Env, selected []*testbed.Sand
 			t.Errorf("%s of %s is free and not reserved", ip, sb.Pod.Name)
 		}
 	}
+	res.otherNamespace = heldAcross(t, env)
 	return res
 }
 

@@ -39,7 +39,8 @@ func TestUninstallWithTheNodeDownDoesNotStrandIt(t *testing.T) {
 		if err := env.Kube.CoreV1().Pods(env.Namespace).Delete(ctx, agentPod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
 		}
-		del(1) // gone, but not for long yet
+		env.OptOutNode() // the proof that capo is not wanted here
+		del(1)           // gone, but not for long yet
 		for i, kept := range pods[:2] {
 			if !env.Allocated(kept.IPs[0]) {
 				t.Fatalf("DEL %d released %s while capo was not known to be uninstalled", i, kept.IP())

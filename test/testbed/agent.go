@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,6 +53,12 @@ type AgentOptions struct {
 	Kubeconfig string   // run with these credentials instead of the bed's admin
 	Namespace  string   // the agent's namespace (POD_NAMESPACE: its config); default the env's
 	Binary     string   // another capo-agent, e.g. the previous release's (PreviousBinaries)
+	// Reachable serves /metrics (and the probes) on the host's address,
+	// and gives the agent pod that address and a "metrics" port, as the
+	// chart's hostNetwork pod has: the API server's pod proxy reaches it
+	// there, as capoctl status and bundle do. The test is skipped on a
+	// host with no global unicast address (the proxy refuses loopback).
+	Reachable bool
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -67,6 +74,13 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port)}
+	var hostIP string
+	if o.Reachable {
+		if hostIP = HostIP(); hostIP == "" {
+			e.T.Skip("no global unicast address on this host for the API server's pod proxy to reach")
+		}
+		a.MetricsAddr = net.JoinHostPort(hostIP, strconv.Itoa(port))
+	}
 	a.HealthAddr = a.MetricsAddr
 	ns := e.Namespace
 	if o.Namespace != "" {
@@ -100,6 +114,11 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	a.podNS, a.podName = ns, o.PodName
 	if a.podName == "" {
 		a.podName = "capo-agent-" + e.ID
+	}
+	if o.Reachable {
+		if err := e.createAgentPod(a.podNS, a.podName, hostIP, port); err != nil {
+			e.T.Fatal(err)
+		}
 	}
 	if err := e.setAgentPodReady(a.podNS, a.podName, true); err != nil {
 		e.T.Fatal(err)

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,4 +57,42 @@ func (e *Env) setAgentPodReady(namespace, name string, ready bool) error {
 		return fmt.Errorf("agent pod status: %w", err)
 	}
 	return nil
+}
+
+// createAgentPod makes the agent's pod as the kubelet would show a
+// hostNetwork pod: the host's address as its IP, and its metrics port
+// named, so that the API server's pod proxy reaches the agent process.
+func (e *Env) createAgentPod(namespace, name, hostIP string, port int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods := e.Kube.CoreV1().Pods(namespace)
+	p, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: agentPodLabels},
+		Spec: corev1.PodSpec{NodeName: e.Node, HostNetwork: true, Containers: []corev1.Container{{
+			Name: "agent", Image: "registry.invalid/capo:1",
+			Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: int32(port)}},
+		}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("agent pod %s/%s: %w", namespace, name, err)
+	}
+	p.Status.PodIP, p.Status.PodIPs, p.Status.HostIP = hostIP, []corev1.PodIP{{IP: hostIP}}, hostIP
+	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("agent pod %s/%s status: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// HostIP is this host's first global unicast IPv4 address, "" if none.
+func HostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return ""
 }

@@ -62,6 +62,16 @@ func WithOwner(kind, name string) PodOption {
 	}
 }
 
+// WithOwnerRef makes ref the pod's controller (after StatefulPod, it
+// replaces the apps/v1 StatefulSet that one names).
+func WithOwnerRef(ref metav1.OwnerReference) PodOption {
+	return func(p *corev1.Pod) {
+		yes := true
+		ref.Controller = &yes
+		p.OwnerReferences = []metav1.OwnerReference{ref}
+	}
+}
+
 // StatefulPod is a pod as a StatefulSet creates it: Capo's default selector
 // matches its statefulset.kubernetes.io/pod-name label.
 func StatefulPod(set string) PodOption {

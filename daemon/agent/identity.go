@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+
+	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/wire"
+)
+
+// A request on the socket is untrusted bytes: any uid-0 process with the
+// host's /run can send one. Who a teardown belongs to comes from the host's
+// CNI state alone: capo-ipam's ADD record of the sandbox, or, without one,
+// the allocation calico-ipam made for it on this node. The request's pod is
+// only compared with it.
+
+// refusal is a request whose pod is not the sandbox's: answered 403, never
+// decided, and counted by why (a bounded word).
+type refusal struct{ why, msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// Reasons for a refusal, the label of capo_agent_socket_refused_total.
+const (
+	refusedRecord  = "record-differs"  // the ADD record names another pod
+	refusedHandle  = "handle-differs"  // Calico's allocation names another pod
+	refusedNode    = "other-node"      // the handle is allocated on another node
+	refusedUnknown = "no-pod-recorded" // Calico's allocation names no pod
+)
+
+// identify replaces what a request says about its sandbox with what the
+// host says: the pod, the addresses and the decision at ADD from the
+// record, else the pod and addresses from Calico's allocation on this
+// node. It returns a *refusal when the request names another pod, and
+// sets req.RecordedIPs to every address the decision may reserve (none:
+// the handle holds none).
+func (a *server) identify(ctx context.Context, req *wire.ReserveRequest) error {
+	req.RecordedIPs, req.AtAdd = nil, nil
+	if a.records != nil {
+		if rec := a.records(req.Network, req.ContainerID, req.IfName); rec != nil && rec.Pod.Name != "" {
+			if !samePod(rec.Pod, req.Pod) {
+				return a.refuse(refusedRecord, req, rec.Pod, "capo-ipam's ADD record of sandbox %s names pod %s", req.ContainerID, podName(rec.Pod))
+			}
+			req.Pod, req.RecordedIPs, req.AtAdd = rec.Pod, rec.IPs, rec.AtAdd
+			if len(rec.IPs) > 0 {
+				return nil
+			}
+		}
+	}
+	return a.fromHandle(ctx, req)
+}
+
+// fromHandle reads Calico's allocation for the sandbox: only one made on
+// this node, and the pod calico-ipam recorded for it is the identity.
+func (a *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) error {
+	got, err := a.ipam.IPsByHandle(ctx, req.Handle())
+	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading Calico handle %s: %w", req.Handle(), err)
+	}
+	for _, ip := range got {
+		addr, ok := netip.AddrFromSlice(ip.IP)
+		if !ok {
+			continue
+		}
+		h, err := calicoipam.Who(ctx, a.ipam, addr.Unmap())
+		if err != nil {
+			return err
+		}
+		switch {
+		case h == nil || h.Handle != req.Handle():
+			continue // released since: nothing of it to reserve
+		case h.Node != a.node:
+			return a.refuse(refusedNode, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's handle %s was allocated on node %q, not this node %q", req.Handle(), h.Node, a.node)
+		case h.Pod == "" || h.Namespace == "":
+			return a.refuse(refusedUnknown, req, wire.PodRef{}, "Calico's allocation of %s names no pod", addr)
+		case !samePod(wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, req.Pod):
+			return a.refuse(refusedHandle, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's allocation of handle %s names pod %s/%s", req.Handle(), h.Namespace, h.Pod)
+		}
+		req.RecordedIPs = append(req.RecordedIPs, addr.Unmap().String())
+	}
+	return nil
+}
+
+// samePod: same namespace and name, and the same UID when both say one.
+func samePod(host, asked wire.PodRef) bool {
+	if host.Namespace != asked.Namespace || host.Name != asked.Name {
+		return false
+	}
+	return host.UID == "" || asked.UID == "" || host.UID == asked.UID
+}
+
+func (a *server) refuse(why string, req *wire.ReserveRequest, host wire.PodRef, format string, args ...any) error {
+	a.metrics.refused.WithLabelValues(why).Inc()
+	msg := fmt.Sprintf("refused: the request names pod %s, but %s: a teardown belongs to the pod the node's CNI state names; nothing reserved",
+		podName(req.Pod), fmt.Sprintf(format, args...))
+	if why == refusedRecord {
+		msg += " (if capo-ipam sent this, its ADD record is damaged: remove the record and the DEL reads Calico's handle)"
+	}
+	slog.Warn("a socket request for another pod's sandbox refused", "why", why, "asked", podName(req.Pod), "host", podName(host), "container", req.ContainerID)
+	return &refusal{why: why, msg: msg}
+}
+
+func podName(p wire.PodRef) string {
+	s := p.Namespace + "/" + p.Name
+	if p.UID != "" {
+		s += " (uid " + p.UID + ")"
+	}
+	return s
+}

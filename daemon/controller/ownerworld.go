@@ -1,0 +1,93 @@
+package controller
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/capo-net/capo/pkg/owners"
+	"github.com/capo-net/capo/pkg/release"
+)
+
+// unwatchedKind is an owner kind capo cannot watch, and why.
+type unwatchedKind struct {
+	kind owners.Kind
+	why  string
+}
+
+// addTo adds the owners of every kind watched to w, and marks their kinds
+// tracked. It returns the kinds not watched, by key, and why: their
+// members' reservations are never judged gone.
+func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
+	if ws == nil {
+		return nil
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	unwatched := map[string]unwatchedKind{}
+	for key, ow := range ws.byKey {
+		ok, why := ow.watching()
+		if !ok {
+			unwatched[key] = unwatchedKind{kind: ow.kind, why: why}
+			continue
+		}
+		w.TrackedKinds[key] = true
+		for _, obj := range ow.inf.GetStore().List() {
+			m, isMeta := obj.(metav1.Object)
+			if !isMeta || m.GetDeletionTimestamp() != nil {
+				continue // being deleted: its pods are going
+			}
+			o := release.Owner{UID: string(m.GetUID())}
+			if u, isSet := obj.(*unstructured.Unstructured); isSet {
+				o = kruiseOwner(u)
+			}
+			w.Owners[release.OwnerKey{Kind: key, Namespace: m.GetNamespace(), Name: m.GetName()}] = o
+		}
+	}
+	return unwatched
+}
+
+// kruiseOwner reads an Advanced StatefulSet's members: spec.replicas
+// (default 1), spec.ordinals.start and spec.reserveOrdinals. One whose
+// reserveOrdinals do not parse is judged only gone or not, never scaled
+// down: its members are not known.
+func kruiseOwner(u *unstructured.Unstructured) release.Owner {
+	o := release.Owner{UID: string(u.GetUID()), StatefulSet: true, Replicas: 1}
+	if n, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas"); found && err == nil {
+		o.Replicas = int32(n)
+	}
+	if n, found, err := unstructured.NestedInt64(u.Object, "spec", "ordinals", "start"); found && err == nil {
+		o.OrdinalStart = int32(n)
+	}
+	items, _, _ := unstructured.NestedSlice(u.Object, "spec", "reserveOrdinals")
+	reserved, err := owners.ParseReserved(items)
+	if err != nil {
+		o.StatefulSet = false
+	}
+	o.Reserved = reserved
+	o.KeepScaledDown, _ = release.ParseScaleDown(u.GetAnnotations()[release.ScaleDownAnnotation])
+	return o
+}
+
+// trimKruiseSet keeps of an Advanced StatefulSet what kruiseOwner and the
+// informer read: its metadata's identity and annotations, and its scale.
+func trimKruiseSet(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	out.SetAnnotations(u.GetAnnotations())
+	for _, f := range [][]string{{"replicas"}, {"reserveOrdinals"}, {"ordinals"}} {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, append([]string{"spec"}, f...)...); found {
+			_ = unstructured.SetNestedField(out.Object, v, append([]string{"spec"}, f...)...)
+		}
+	}
+	return out, nil
+}

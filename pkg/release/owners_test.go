@@ -1,0 +1,54 @@
+package release
+
+import (
+	"testing"
+	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+// Kruise's Advanced StatefulSet and listed owner kinds, beside apps/v1's:
+// a set of one kind never stands for a set of another of the same name.
+func TestPlanOwnersBeyondAppsV1(t *testing.T) {
+	const kruise, broker = "StatefulSet.apps.kruise.io", "Broker.example.com"
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	withOwners := func(w *World) {
+		w.TrackedKinds[kruise], w.TrackedKinds[broker] = true, true
+		w.Owners[OwnerKey{kruise, "kafka", "kafka"}] = Owner{UID: "ks-1", StatefulSet: true, Replicas: 3}
+		w.Owners[OwnerKey{kruise, "kafka", "zk"}] = Owner{UID: "ks-2", StatefulSet: true, Replicas: 3, OrdinalStart: 1, Reserved: map[int]bool{2: true}}
+		w.Owners[OwnerKey{broker, "kafka", "b"}] = Owner{UID: "b-1"}
+	}
+	unwatched := func(w *World) { delete(w.TrackedKinds, kruise); delete(w.TrackedKinds, broker) }
+	cases := []struct {
+		name string
+		e    reserve.Entry
+		w    func(*World)
+		want Reason // "" = kept
+	}{
+		{"kruise set alive", res("10.1.0.1", "kafka", "kafka-1", time.Minute, kruise, "kafka", "ks-1"), withOwners, ""},
+		{"kruise set alive, no apps/v1 set of its name", res("10.1.0.2", "kafka", "kafka-1", time.Minute, kruise, "kafka", "ks-1"), withOwners, ""},
+		{"kruise set deleted", res("10.1.0.3", "kafka", "kafka-1", time.Minute, kruise, "gone", "ks-9"), withOwners, OwnerGone},
+		{"kruise set re-created", res("10.1.0.4", "kafka", "kafka-1", time.Minute, kruise, "kafka", "ks-OLD"), withOwners, OwnerGone},
+		{"kruise scaled below the ordinal", res("10.1.0.5", "kafka", "kafka-3", time.Minute, kruise, "kafka", "ks-1"), withOwners, ScaledDown},
+		{"kruise reserveOrdinals takes the ordinal", res("10.1.0.6", "kafka", "zk-2", time.Minute, kruise, "zk", "ks-2"), withOwners, ScaledDown},
+		{"kruise reserveOrdinals moves the last member up", res("10.1.0.7", "kafka", "zk-4", time.Minute, kruise, "zk", "ks-2"), withOwners, ""},
+		{"kruise ordinals.start: below it", res("10.1.0.8", "kafka", "zk-0", time.Minute, kruise, "zk", "ks-2"), withOwners, ScaledDown},
+		{"kruise past its last member", res("10.1.0.9", "kafka", "zk-5", time.Minute, kruise, "zk", "ks-2"), withOwners, ScaledDown},
+		{"listed kind alive: never scaled down", res("10.1.0.10", "kafka", "b-99", time.Minute, broker, "b", "b-1"), withOwners, ""},
+		{"listed kind deleted", res("10.1.0.11", "kafka", "c-0", time.Minute, broker, "c", "c-1"), withOwners, OwnerGone},
+		{"listed kind re-created", res("10.1.0.12", "kafka", "b-0", time.Minute, broker, "b", "b-OLD"), withOwners, OwnerGone},
+		{"kruise not watchable: never gone", res("10.1.0.13", "kafka", "kafka-1", time.Minute, kruise, "gone", "ks-9"), unwatched, ""},
+		{"listed kind not watchable: never gone", res("10.1.0.14", "kafka", "c-0", time.Minute, broker, "c", "c-1"), unwatched, ""},
+		{"not watchable: its time still ends it", res("10.1.0.15", "kafka", "c-0", 41*time.Minute, broker, "c", "c-1"), unwatched, TTL},
+		{"an apps/v1 set of the kruise set's name does not stand for it", res("10.1.0.16", "kafka", "broker-1", time.Minute, kruise, "broker", "sts-1"), withOwners, OwnerGone},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := world()
+			tc.w(&w)
+			if got := reasons(Plan([]reserve.Entry{tc.e}, t0, l, w))[tc.e.IP]; got != tc.want {
+				t.Fatalf("reason %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
