@@ -14,6 +14,17 @@ ARG VERSION=dev
 RUN make build VERSION=${VERSION}
 
 FROM gcr.io/distroless/static-debian12:nonroot
+# The labels `make image` writes (build/image.Config); REVISION: git rev-parse HEAD.
+ARG VERSION=dev
+ARG REVISION=""
+LABEL org.opencontainers.image.title="capo" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/capo-net/capo" \
+      org.opencontainers.image.url="https://github.com/capo-net/capo" \
+      org.opencontainers.image.documentation="https://github.com/capo-net/capo/blob/main/docs/operations.md" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.description="capo keeps a stateful pod's old IP address reserved on Calico clusters, on every teardown path"
 COPY --from=build /src/bin/capo-agent /src/bin/capo-controller /src/bin/capo-install /src/bin/capo-ipam /src/bin/capo-ipam-kube /usr/local/bin/
 # Non-root by default (the controller runs so); the agent's DaemonSet runs
 # it as root because it writes the node's CNI files.

@@ -35,7 +35,7 @@ func Run(component string, level slog.Level, datastoreQPS float32, netconf func(
 		slog.Error("startup", "err", err)
 		return 1
 	}
-	calico, datastore, err := kubeclient.Calico(datastoreQPS)
+	calico, datastore, err := calicoClient(datastoreQPS)
 	if err != nil {
 		slog.Error("startup", "err", err)
 		return 1

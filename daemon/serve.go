@@ -17,25 +17,10 @@ import (
 // Check answers a probe: ok, and a one-line reason either way.
 type Check func() (bool, string)
 
-// ServeMetrics serves /metrics from reg, with capo_build_info added,
-// /healthz, and /readyz (200 once ready says so) on addr until ctx ends.
-func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() bool, notReady string) error {
-	mux, err := MetricsMux(reg)
-	if err != nil {
-		return err
-	}
-	HandleProbes(mux, func() (bool, string) {
-		if ready() {
-			return true, "ok"
-		}
-		return false, notReady
-	}, nil)
-	return Serve(ctx, addr, mux, "metrics", "--metrics-addr")
-}
-
 // MetricsMux serves /metrics from reg, with capo_build_info and
-// capo_calico_api_info added.
-func MetricsMux(reg *prometheus.Registry) (*http.ServeMux, error) {
+// capo_calico_api_info added, and the renamed metrics (current name to old)
+// under their old names too.
+func MetricsMux(reg *prometheus.Registry, renamed map[string]string) (*http.ServeMux, error) {
 	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
@@ -43,7 +28,7 @@ func MetricsMux(reg *prometheus.Registry) (*http.ServeMux, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(withOldNames(reg, renamed), promhttp.HandlerOpts{}))
 	return mux, nil
 }
 

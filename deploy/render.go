@@ -22,7 +22,9 @@ import (
 // ChartDir is the chart's directory in this checkout.
 func ChartDir() string { return filepath.Join(sourceDir(), "chart", "capo") }
 
-// ManifestsFile is the rendered default, for `kubectl apply -f`.
+// ManifestsFile is the rendered default, for `kubectl apply -f` on every
+// Kubernetes version the chart supports (1.27+): without the admission
+// policy, which needs 1.30.
 func ManifestsFile() string { return filepath.Join(sourceDir(), "manifests", "capo.yaml") }
 
 // sourceDir is this package's directory in the checkout. A -trimpath build
@@ -47,6 +49,38 @@ func sourceDir() string {
 	}
 }
 
+// AdmissionManifestsFile is the admission policy alone, applied after
+// ManifestsFile where the API serves ValidatingAdmissionPolicy v1 (1.30+),
+// as the chart renders it only there.
+func AdmissionManifestsFile() string {
+	return filepath.Join(filepath.Dir(ManifestsFile()), "capo-admission-policy.yaml")
+}
+
+// admissionSource is the template the admission policy is rendered from.
+const admissionSource = "templates/admission.yaml"
+
+// RenderManifests renders c's defaults for kubectl apply as two files:
+// everything but the admission policy, which every supported Kubernetes
+// takes, and the policy alone, for 1.30 and later.
+func RenderManifests(c *chart.Chart) (manifests, admission []byte, err error) {
+	out, err := RenderChart(c, "capo", "capo-system", nil, ManifestAPIVersions...)
+	if err != nil {
+		return nil, nil, err
+	}
+	// renderChart writes each object as "---\n# Source: <template>\n...".
+	const head = "---\n# Source: "
+	var rest, policy bytes.Buffer
+	for _, doc := range bytes.Split(out, []byte(head))[1:] {
+		w := &rest
+		if bytes.HasPrefix(doc, []byte(admissionSource+"\n")) {
+			w = &policy
+		}
+		w.WriteString(head)
+		w.Write(doc)
+	}
+	return rest.Bytes(), policy.Bytes(), nil
+}
+
 // MonitoringAPI is what the chart's ServiceMonitor and PrometheusRule need
 // from the API server; without it (no Prometheus operator) they are not
 // rendered, so a plain cluster takes the defaults as they are.
@@ -65,10 +99,10 @@ func Render(release, namespace string, values map[string]any, apiVersions ...str
 	return RenderChart(c, release, namespace, values, apiVersions...)
 }
 
-// ManifestAPIVersions are the APIs the plain manifests assume beyond the
-// built-in ones: ValidatingAdmissionPolicy v1 (Kubernetes 1.30 and later),
-// so that capo's writes are narrowed to its own IPReservations there too.
-// The chart renders it only where the API serves it.
+// ManifestAPIVersions is ValidatingAdmissionPolicy v1 (Kubernetes 1.30 and
+// later), which the chart's admission policy needs: the chart renders the
+// policy only where the API serves it, and the plain manifests carry it in
+// a file of its own (AdmissionManifestsFile).
 var ManifestAPIVersions = []string{"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}
 
 // LoadChart loads the chart from this checkout.

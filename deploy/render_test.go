@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,26 +13,55 @@ import (
 	"github.com/capo-net/capo/pkg/config"
 )
 
-var update = flag.Bool("update", false, "rewrite deploy/manifests/capo.yaml from the chart")
+var update = flag.Bool("update", false, "rewrite deploy/manifests/ from the chart")
 
 // The plain manifests are the chart rendered with its defaults; they are
-// regenerated (make manifests), never edited by hand.
+// regenerated (make manifests), never edited by hand. capo.yaml applies on
+// every Kubernetes the chart supports (1.27+): the admission policy, which
+// needs 1.30, is in a file of its own, as the chart renders it only where
+// the API serves it.
 func TestManifestsInSync(t *testing.T) {
-	got, err := Render("capo", "capo-system", nil, ManifestAPIVersions...)
+	c, err := LoadChart()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile(ManifestsFile(), got, 0o644); err != nil {
+	main, admission, err := RenderManifests(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, got := range map[string][]byte{ManifestsFile(): main, AdmissionManifestsFile(): admission} {
+		if *update {
+			if err := os.WriteFile(file, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(file)
+		if err != nil {
 			t.Fatal(err)
 		}
+		if string(got) != string(want) {
+			t.Fatalf("deploy/manifests/%s is out of date with the chart: run make manifests", filepath.Base(file))
+		}
 	}
-	want, err := os.ReadFile(ManifestsFile())
+	for _, o := range mustObjects(t, main) {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			t.Errorf("capo.yaml holds a %s, which Kubernetes before 1.30 does not serve", o.GetKind())
+		}
+	}
+	kinds := map[string]bool{}
+	for _, o := range mustObjects(t, admission) {
+		kinds[o.GetKind()] = true
+	}
+	if !kinds["ValidatingAdmissionPolicy"] || !kinds["ValidatingAdmissionPolicyBinding"] || len(kinds) != 2 {
+		t.Errorf("capo-admission-policy.yaml holds %v", kinds)
+	}
+	// Together they are the chart on a 1.30+ API, nothing lost or repeated.
+	all, err := Render("capo", "capo-system", nil, ManifestAPIVersions...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != string(want) {
-		t.Fatal("deploy/manifests/capo.yaml is out of date with the chart: run make manifests")
+	if len(mustObjects(t, all)) != len(mustObjects(t, main))+len(mustObjects(t, admission)) {
+		t.Error("the two files do not add up to the chart rendered for 1.30+")
 	}
 }
 

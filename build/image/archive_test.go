@@ -29,7 +29,7 @@ func smallIndex(t *testing.T) v1.ImageIndex {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, err := New(Platform(arch), Config("test"), l)
+		img, err := New(Platform(arch), Config("test", ""), l)
 		if err != nil {
 			t.Fatal(err)
 		}

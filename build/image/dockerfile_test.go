@@ -66,7 +66,14 @@ func parseDockerfile(t *testing.T, file string) finalStage {
 			if err := json.Unmarshal([]byte(rest), &st.entrypoint); err != nil {
 				t.Fatalf("ENTRYPOINT %s: only the JSON form is understood: %v", rest, err)
 			}
-		case "WORKDIR", "ENV", "RUN", "ARG":
+		case "ARG":
+			// VERSION and REVISION feed the final stage's LABEL only, which
+			// TestImageLabels holds to build/image's.
+			name, _, _ := strings.Cut(rest, "=")
+			if strings.Contains(st.from, "distroless") && name != "VERSION" && name != "REVISION" {
+				t.Fatalf("Dockerfile: ARG %s in the final stage is not mirrored by build/image; add it there and here", name)
+			}
+		case "WORKDIR", "ENV", "RUN":
 			if st.from != "" && strings.Contains(st.from, "distroless") {
 				t.Fatalf("Dockerfile: %s in the final stage is not mirrored by build/image; add it there and here", instr)
 			}
@@ -91,7 +98,7 @@ func TestDockerfileAndGoImageAgree(t *testing.T) {
 	if !slices.Equal(sorted(st.copies), sorted(names)) || st.copyDest != BinDir+"/" {
 		t.Fatalf("Dockerfile copies %v to %s; the Go image ships %v in %s", st.copies, st.copyDest, names, BinDir)
 	}
-	cfg := Config("test")
+	cfg := Config("test", "")
 	if st.user != cfg.User || !slices.Equal(st.entrypoint, cfg.Entrypoint) {
 		t.Fatalf("Dockerfile: USER %s ENTRYPOINT %v; Go image: %s %v", st.user, st.entrypoint, cfg.User, cfg.Entrypoint)
 	}

@@ -13,6 +13,9 @@ import (
 // ManifestsFile is the rendered manifests' name in the release.
 func (s Spec) ManifestsFile() string { return "capo-" + s.Version + ".yaml" }
 
+// AdmissionFile is the admission policy's manifests, for Kubernetes 1.30+.
+func (s Spec) AdmissionFile() string { return "capo-" + s.Version + "-admission-policy.yaml" }
+
 // ChartVersion is the chart's version: the release's without the v, as
 // Helm charts are versioned; appVersion keeps the v, as the image tag does.
 func (s Spec) ChartVersion() string { return strings.TrimPrefix(s.Version, "v") }
@@ -38,12 +41,16 @@ func writeChart(s Spec) error {
 	if _, err := chartutil.Save(c, s.Out); err != nil {
 		return fmt.Errorf("packaging the chart: %w", err)
 	}
-	out, err := deploy.RenderChart(c, "capo", "capo-system", nil, deploy.ManifestAPIVersions...)
+	out, policy, err := deploy.RenderManifests(c)
 	if err != nil {
 		return err
 	}
-	head := fmt.Sprintf("# capo %s: the chart's defaults, rendered for kubectl apply (Kubernetes 1.30+ for its ValidatingAdmissionPolicy).\n", s.Version)
-	return publish(s.Out, s.ManifestsFile(), append([]byte(head), out...), 0o644)
+	head := fmt.Sprintf("# capo %s: the chart's defaults, rendered for kubectl apply (Kubernetes %s). On 1.30+, apply %s too.\n", s.Version, c.Metadata.KubeVersion, s.AdmissionFile())
+	if err := publish(s.Out, s.ManifestsFile(), append([]byte(head), out...), 0o644); err != nil {
+		return err
+	}
+	head = fmt.Sprintf("# capo %s: the chart's admission policy (ValidatingAdmissionPolicy v1, Kubernetes 1.30+), applied after %s.\n", s.Version, s.ManifestsFile())
+	return publish(s.Out, s.AdmissionFile(), append([]byte(head), policy...), 0o644)
 }
 
 // Repo is the image repository the chart's values.yaml names.

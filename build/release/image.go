@@ -24,7 +24,7 @@ type builtImage struct {
 // buildImage writes the multi-arch image archive, as `make image` does,
 // with the release's version in the binaries and the labels.
 func buildImage(ctx context.Context, s Spec, work string) (builtImage, error) {
-	spec := image.Capo{Root: s.Root, Version: s.Version, Arches: Arches, WorkDir: filepath.Join(work, "image")}
+	spec := image.Capo{Root: s.Root, Version: s.Version, Revision: s.Revision, Arches: Arches, WorkDir: filepath.Join(work, "image")}
 	idx, err := spec.Build(ctx)
 	if err != nil {
 		return builtImage{}, err

@@ -25,6 +25,7 @@ type krewSpec struct {
 	Homepage         string         `json:"homepage"`
 	ShortDescription string         `json:"shortDescription"`
 	Description      string         `json:"description"`
+	Caveats          string         `json:"caveats,omitempty"`
 	Platforms        []krewPlatform `json:"platforms"`
 }
 
@@ -43,7 +44,7 @@ type krewFile struct {
 
 // writeKrew writes the manifest krew installs kubectl-capo from, each
 // platform's archive named by its release URL and checksum.
-func writeKrew(s Spec) error {
+func writeKrew(s Spec, completions bool) error {
 	p := krewPlugin{
 		APIVersion: "krew.googlecontainertools.github.com/v1alpha2",
 		Kind:       "Plugin",
@@ -57,6 +58,10 @@ func writeKrew(s Spec) error {
 				"address would be reserved. Needs capo installed in the cluster.\n",
 		},
 	}
+	files := []krewFile{{From: "kubectl-capo", To: "."}, {From: "LICENSE", To: "."}}
+	if completions {
+		files = append(files, krewFile{From: "completion/*", To: "completion"})
+	}
 	for _, pl := range CLIPlatforms {
 		sum, err := fileSHA256(filepath.Join(s.Out, PluginFile(pl)))
 		if err != nil {
@@ -67,8 +72,12 @@ func writeKrew(s Spec) error {
 			URI:      Releases + s.Version + "/" + PluginFile(pl),
 			SHA256:   sum,
 			Bin:      "kubectl-capo",
-			Files:    []krewFile{{From: "kubectl-capo", To: "."}, {From: "LICENSE", To: "."}},
+			Files:    files,
 		})
+	}
+	if completions {
+		p.Spec.Caveats = "Completion scripts are in the plugin's directory, ~/.krew/store/capo/" + s.Version + "/completion:\n" +
+			"  source ~/.krew/store/capo/" + s.Version + "/completion/kubectl-capo.bash   # bash; .zsh and .fish likewise\n"
 	}
 	b, err := yaml.Marshal(p)
 	if err != nil {

@@ -20,10 +20,20 @@ import (
 
 // Spec is one release.
 type Spec struct {
-	Root    string    // the repository root
-	Version string    // vX.Y.Z, the one place the version comes from
-	Out     string    // the directory written, e.g. dist
-	Created time.Time // the SBOM's creation time: the commit's, so a rebuild writes the same file
+	Root     string       // the repository root
+	Version  string       // vX.Y.Z, the one place the version comes from
+	Revision string       // the commit built (git rev-parse HEAD), for the image's label
+	Out      string       // the directory written, e.g. dist
+	Created  time.Time    // the SBOM's creation time: the commit's, so a rebuild writes the same file
+	Warn     func(string) // what a release leaves out, and why (nil: stderr)
+}
+
+func (s Spec) warn(msg string) {
+	if s.Warn != nil {
+		s.Warn(msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "capo-release:", msg)
 }
 
 // semver is what a release's version must look like: Helm needs SemVer 2
@@ -65,11 +75,11 @@ func Run(ctx context.Context, s Spec) error {
 	if err := writeChart(s); err != nil {
 		return err
 	}
-	clis, err := buildCLIs(ctx, s, work)
+	clis, completions, err := buildCLIs(ctx, s, work, s.warn)
 	if err != nil {
 		return err
 	}
-	if err := writeKrew(s); err != nil {
+	if err := writeKrew(s, len(completions) > 0); err != nil {
 		return err
 	}
 	if err := writeSBOM(s, img, clis); err != nil {

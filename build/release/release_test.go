@@ -75,6 +75,13 @@ func TestChartPackage(t *testing.T) {
 	if n := strings.Count(string(m), "image: ghcr.io/capo-net/capo:v1.2.3"); n != 2 {
 		t.Fatalf("the manifests name the release's image %d times, want 2 (agent, controller)", n)
 	}
+	if strings.Contains(string(m), "kind: ValidatingAdmissionPolicy") {
+		t.Fatal("the manifests carry the admission policy, which Kubernetes before 1.30 refuses")
+	}
+	p, err := os.ReadFile(filepath.Join(s.Out, s.AdmissionFile()))
+	if err != nil || !strings.Contains(string(p), "kind: ValidatingAdmissionPolicyBinding") {
+		t.Fatalf("the admission policy's file: %v\n%s", err, p)
+	}
 }
 
 func TestSumsListEveryOtherFile(t *testing.T) {
@@ -98,11 +105,12 @@ func TestSumsListEveryOtherFile(t *testing.T) {
 // The krew archive holds kubectl-capo and the LICENSE, the same bytes each
 // time.
 func TestPluginArchive(t *testing.T) {
-	a, err := pluginArchive([]byte("binary"), []byte("license"))
+	completions := map[string][]byte{"kubectl-capo.bash": []byte("# bash"), "kubectl-capo.zsh": []byte("# zsh")}
+	a, err := pluginArchive([]byte("binary"), []byte("license"), completions)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := pluginArchive([]byte("binary"), []byte("license"))
+	b, _ := pluginArchive([]byte("binary"), []byte("license"), completions)
 	if !bytes.Equal(a, b) {
 		t.Fatal("two archives of the same files differ")
 	}
@@ -126,7 +134,7 @@ func TestPluginArchive(t *testing.T) {
 			t.Errorf("kubectl-capo mode %o", h.Mode)
 		}
 	}
-	if got["kubectl-capo"] != "binary" || got["LICENSE"] != "license" || len(got) != 2 {
+	if got["kubectl-capo"] != "binary" || got["LICENSE"] != "license" || got["completion/kubectl-capo.bash"] != "# bash" || len(got) != 4 {
 		t.Fatalf("archive holds %v", got)
 	}
 }

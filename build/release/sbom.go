@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,8 +24,9 @@ const SBOMFile = "sbom.spdx.json"
 
 // sbom collects an SPDX document's elements; each is added once.
 type sbom struct {
-	doc  spdxDoc
-	seen map[string]bool
+	doc      spdxDoc
+	seen     map[string]bool
+	licenses *licenseFinder
 }
 
 func (b *sbom) pkg(p spdxPackage) string {
@@ -59,7 +61,7 @@ func spdxID(parts ...string) string {
 // writeSBOM writes the SBOM; every list is sorted, and the creation time is
 // the commit's, so the same commit gives the same file.
 func writeSBOM(s Spec, img builtImage, clis []builtCLI) error {
-	b := &sbom{seen: map[string]bool{}, doc: spdxDoc{
+	b := &sbom{seen: map[string]bool{}, licenses: newLicenseFinder(), doc: spdxDoc{
 		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
 		Name:              "capo-" + s.Version,
 		DocumentNamespace: fmt.Sprintf("https://github.com/capo-net/capo/spdx/capo-%s-%s", s.Version, strings.TrimPrefix(img.digest, "sha256:")[:16]),
@@ -136,8 +138,11 @@ func (b *sbom) binary(s Spec, name, goos, arch, path string) (string, error) {
 		if d.Replace != nil {
 			m, note = d.Replace, "replaces "+d.Path+"@"+d.Version+"; "
 		}
+		// Declared and concluded alike: read from the module's own license file.
+		lic := b.licenses.module(m.Path, m.Version)
 		dep := b.pkg(spdxPackage{
 			SPDXID: spdxID("gomod", m.Path, m.Version), Name: m.Path, VersionInfo: m.Version,
+			LicenseDeclared: lic, LicenseConcluded: lic,
 			PrimaryPackagePurpose: "LIBRARY", Comment: note + "go.sum " + m.Sum,
 			ExternalRefs: []spdxExtRef{purl("pkg:golang/" + m.Path + "@" + m.Version)},
 		})
@@ -146,7 +151,9 @@ func (b *sbom) binary(s Spec, name, goos, arch, path string) (string, error) {
 	return id, nil
 }
 
-// baseFiles adds the image's base layer files (accounts, CA certificates).
+// baseFiles adds the image's base layer files (accounts, CA certificates);
+// the CA bundle as the Debian package it comes from, which contains it, so
+// a scanner matches it against Debian's advisories.
 func (b *sbom) baseFiles() ([]string, error) {
 	files, err := image.BaseFiles()
 	if err != nil {
@@ -168,6 +175,11 @@ func (b *sbom) baseFiles() ([]string, error) {
 			SPDXID: id, FileName: "." + f.Path, Checksums: sums(data),
 			LicenseConcluded: "NOASSERTION", CopyrightText: "NOASSERTION",
 		})
+		if f.Path == image.CACertificates {
+			pkg := b.caPackage()
+			b.rel(pkg, "CONTAINS", id)
+			id = pkg
+		}
 		ids = append(ids, id)
 	}
 	return ids, nil
@@ -194,4 +206,25 @@ func digestSum(d string) spdxChecksum {
 
 func purl(p string) spdxExtRef {
 	return spdxExtRef{Category: "PACKAGE-MANAGER", Type: "purl", Locator: p}
+}
+
+// caPackage is the CA bundle's package: Debian's ca-certificates, at the
+// version dpkg says is installed on the building machine (the bundle is
+// copied from it), NOASSERTION where dpkg cannot say.
+func (b *sbom) caPackage() string {
+	version := ""
+	if out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "ca-certificates").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
+	p := spdxPackage{
+		SPDXID: "SPDXRef-deb-ca-certificates", Name: "ca-certificates", VersionInfo: or(version, "NOASSERTION"),
+		PrimaryPackagePurpose: "OPERATING-SYSTEM", Supplier: "Organization: Debian",
+		// Debian's copyright file: the certificates are Mozilla's (MPL-2.0), the scripts GPL-2.0+.
+		LicenseDeclared: "MPL-2.0 AND GPL-2.0-or-later",
+		Comment:         "the CA bundle " + image.CACertificates + ", copied into the image from the building machine",
+	}
+	if version != "" {
+		p.ExternalRefs = []spdxExtRef{purl("pkg:deb/debian/ca-certificates@" + version)}
+	}
+	return b.pkg(p)
 }

@@ -76,7 +76,11 @@ func TestSBOM(t *testing.T) {
 			t.Errorf("relationship %v names an element that is not in the document", r)
 		}
 	}
-	want := []string{"capo-agent", "capo-ipam", "capoctl", "go", Repo}
+	// The CA bundle is a package, Debian's, containing the file.
+	want := []string{"capo-agent", "capo-ipam", "capoctl", "go", Repo, "ca-certificates"}
+	if !slices.Contains(doc.Relationships, spdxRel{"SPDXRef-deb-ca-certificates", "CONTAINS", spdxID("file", image.CACertificates)}) {
+		t.Error("the ca-certificates package does not contain the CA bundle")
+	}
 	info, err := buildinfo.ReadFile(self)
 	if err != nil {
 		t.Fatal(err)

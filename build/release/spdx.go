@@ -25,6 +25,7 @@ type spdxPackage struct {
 	SPDXID                string         `json:"SPDXID"`
 	Name                  string         `json:"name"`
 	VersionInfo           string         `json:"versionInfo,omitempty"`
+	Supplier              string         `json:"supplier,omitempty"`
 	DownloadLocation      string         `json:"downloadLocation"`
 	FilesAnalyzed         bool           `json:"filesAnalyzed"`
 	Checksums             []spdxChecksum `json:"checksums,omitempty"`

@@ -44,8 +44,10 @@ func run(args []string, stdout, stderr io.Writer) int {
   uninstall  restore the original ipam block, then remove both binaries
   check      report, change nothing; exit 1 if something is wrong
 
-Both are idempotent. Refused, with nothing changed: no calico plugin, an
-ipam other than calico-ipam (Canal, host-local), a file that does not parse.
+install and uninstall are idempotent (run twice, the second changes
+nothing); check never changes anything. Refused, with nothing changed: no
+calico plugin, an ipam other than calico-ipam (Canal, host-local), a file
+that does not parse.
 
 Flags:
 `, version.Version)

@@ -247,7 +247,7 @@ func (a *Agent) onConfig(err error) {
 // serveMetrics serves /metrics, and the probes on their own (loopback)
 // address: a hostNetwork pod's health is nobody's business off the node.
 func (a *Agent) serveMetrics(ctx context.Context) error {
-	mux, err := daemon.MetricsMux(a.metrics.reg)
+	mux, err := daemon.MetricsMux(a.metrics.reg, Renamed)
 	if err != nil {
 		return err
 	}

@@ -5,8 +5,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are the agent's, on their own registry. Labels are bounded: an
-// outcome, a path, a result; never a pod or an address.
+// metrics are the agent's, on their own registry, every name capo_agent_*.
+// Labels are bounded: an outcome, a path, a result; never a pod or an
+// address. The node is the scrape's: the chart's ServiceMonitor labels the
+// agents' targets with their node.
+// Renamed are the agent's metrics renamed to the capo_agent_ prefix, by
+// their old names: served under both until the next minor release.
+var Renamed = map[string]string{"capo_agent_config_reloads_total": "capo_config_reloads_total"}
+
 type metrics struct {
 	reg            *prometheus.Registry
 	decisions      *prometheus.CounterVec
@@ -50,7 +56,7 @@ func newMetrics() *metrics {
 			Help: "Addresses held in this node's reservations.",
 		}),
 		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capo_config_reloads_total",
+			Name: "capo_agent_config_reloads_total",
 			Help: "Config loads by result (success, error); on error the last good config stays in force.",
 		}, []string{"result"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -227,7 +227,7 @@ func (c *Controller) onConfig(err error) {
 }
 
 func (c *Controller) serveMetrics(ctx context.Context) error {
-	mux, err := daemon.MetricsMux(c.metrics.reg)
+	mux, err := daemon.MetricsMux(c.metrics.reg, Renamed)
 	if err != nil {
 		return err
 	}

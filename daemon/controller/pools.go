@@ -98,7 +98,7 @@ func (c *Controller) poolGauges(ctx context.Context, entries []reserve.Entry, re
 	c.poolsAt = now
 	pools, err := u.GetUtilization(ctx, ipam.GetUtilizationArgs{})
 	if err != nil {
-		slog.Warn("could not read Calico's pool utilization; capo_pool_addresses keeps its last values", "err", err)
+		slog.Warn("could not read Calico's pool utilization; capo_controller_pool_addresses keeps its last values", "err", err)
 		return
 	}
 	kept := make([]reserve.Entry, 0, len(entries))
@@ -108,10 +108,23 @@ func (c *Controller) poolGauges(ctx context.Context, entries []reserve.Entry, re
 		}
 	}
 	c.metrics.pools.Reset()
+	c.metrics.poolSize.Reset()
 	for _, p := range poolUsage(pools, kept) {
-		c.metrics.pools.WithLabelValues(p.name, "size").Set(p.size)
-		c.metrics.pools.WithLabelValues(p.name, "allocated").Set(p.allocated)
-		c.metrics.pools.WithLabelValues(p.name, "reserved").Set(p.reserved)
-		c.metrics.pools.WithLabelValues(p.name, "free").Set(p.free())
+		allocated, reserved, free := p.partition()
+		c.metrics.poolSize.WithLabelValues(p.name).Set(p.size)
+		c.metrics.pools.WithLabelValues(p.name, "allocated").Set(allocated)
+		c.metrics.pools.WithLabelValues(p.name, "reserved").Set(reserved)
+		c.metrics.pools.WithLabelValues(p.name, "free").Set(free)
 	}
+}
+
+// partition splits the pool into states that add up to its size, so a
+// stacked graph or a sum by state is the pool: reserved (capo's, at most
+// the pool), free, and allocated for the rest: Calico's allocations, an
+// address both allocated and reserved (a lost node's pod before Calico's
+// GC) counted once, as reserved.
+func (p poolUse) partition() (allocated, reserved, free float64) {
+	reserved = min(p.reserved, p.size)
+	free = min(p.free(), p.size-reserved)
+	return p.size - reserved - free, reserved, free
 }

@@ -63,6 +63,26 @@ func TestPoolUsage(t *testing.T) {
 	}
 }
 
+// The published states partition the pool: they add up to its size, an
+// address both allocated and reserved counted once.
+func TestPoolPartition(t *testing.T) {
+	for _, p := range []poolUse{
+		{size: 256, allocated: 64, reserved: 2},
+		{size: 4, allocated: 3, reserved: 2},
+		{size: 4, allocated: 0, reserved: 9},
+		{size: 16, allocated: 16, reserved: 0},
+		{size: 16},
+	} {
+		a, r, f := p.partition()
+		if a+r+f != p.size || a < 0 || r < 0 || f < 0 {
+			t.Errorf("%+v: allocated %v reserved %v free %v, sum %v", p, a, r, f, a+r+f)
+		}
+		if r != min(p.reserved, p.size) {
+			t.Errorf("%+v: reserved %v", p, r)
+		}
+	}
+}
+
 // The leader publishes each pool's use after a pass, reads Calico at most
 // once a minute, and keeps the last values when a read fails.
 func TestPassPublishesPoolUse(t *testing.T) {
@@ -74,9 +94,13 @@ func TestPassPublishesPoolUse(t *testing.T) {
 	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", time.Minute), held("10.0.0.2", "kafka", "b-0", 2*time.Hour))
 	b.pass()
 	gauge := func(state string) float64 { return testutil.ToFloat64(b.c.metrics.pools.WithLabelValues("p", state)) }
+	size := testutil.ToFloat64(b.c.metrics.poolSize.WithLabelValues("p"))
 	// 10.0.0.2 is past the hour and released by this pass: not counted.
-	if gauge("size") != 16 || gauge("allocated") != 10 || gauge("reserved") != 1 || gauge("free") != 5 {
-		t.Fatalf("size %v allocated %v reserved %v free %v", gauge("size"), gauge("allocated"), gauge("reserved"), gauge("free"))
+	if size != 16 || gauge("allocated") != 10 || gauge("reserved") != 1 || gauge("free") != 5 {
+		t.Fatalf("size %v allocated %v reserved %v free %v", size, gauge("allocated"), gauge("reserved"), gauge("free"))
+	}
+	if n := testutil.CollectAndCount(b.c.metrics.pools); n != 3 {
+		t.Errorf("%d pool series, want the 3 states of the partition", n)
 	}
 	u.err = errors.New("etcd away")
 	b.c.poolsAt = time.Time{}

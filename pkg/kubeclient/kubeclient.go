@@ -1,14 +1,13 @@
-// Package kubeclient builds the daemons' Kubernetes and Calico clients the
-// way Calico's own components do: KUBECONFIG or in-cluster credentials, and
-// libcalico-go's datastore settings from the environment.
+// Package kubeclient builds the daemons' Kubernetes clients the way
+// Calico's own components do: KUBECONFIG or in-cluster credentials. It links
+// no Calico client (that is daemon.calicoClient's), so capo-install, which
+// needs only a clientset, does not carry libcalico-go.
 package kubeclient
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
-	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -66,24 +65,6 @@ func restConfig(component string, qps float32) (*rest.Config, error) {
 	cfg.UserAgent = component + "/" + version.Version
 	cfg.QPS, cfg.Burst = qps, int(2*qps)
 	return cfg, nil
-}
-
-// Calico is a libcalico-go client from DATASTORE_TYPE, KUBECONFIG,
-// ETCD_ENDPOINTS and the rest, with qps as the Kubernetes datastore's rate
-// limit unless the environment set one.
-func Calico(qps float32) (clientv3.Interface, apiconfig.DatastoreType, error) {
-	cfg, err := apiconfig.LoadClientConfigFromEnvironment()
-	if err != nil {
-		return nil, "", fmt.Errorf("calico datastore settings (DATASTORE_TYPE, KUBECONFIG, ETCD_ENDPOINTS, ...): %w", err)
-	}
-	if cfg.Spec.K8sClientQPS == 0 {
-		cfg.Spec.K8sClientQPS = qps
-	}
-	c, err := clientv3.New(*cfg)
-	if err != nil {
-		return nil, "", fmt.Errorf("calico client: %w", err)
-	}
-	return c, cfg.Spec.DatastoreType, nil
 }
 
 // Env is the environment variable k, or def.

@@ -112,8 +112,8 @@ func TestDemo(t *testing.T) {
 		_, held := capoEnv.Reservations()[r.IP]
 		return !held
 	})
-	say("   %-22s %s released after %s held (capo_releases_total{reason=\"ttl\"} = %v)", nodes[0].label, r.IP,
-		time.Since(r.ReservedAt).Round(time.Second), c.Metric("capo_releases_total", `reason="ttl"`))
+	say("   %-22s %s released after %s held (capo_controller_releases_total{reason=\"ttl\"} = %v)", nodes[0].label, r.IP,
+		time.Since(r.ReservedAt).Round(time.Second), c.Metric("capo_controller_releases_total", `reason="ttl"`))
 	later := capoEnv.NewSandbox(capoEnv.CreatePod("web-later", testbed.WithLabels(map[string]string{"app": "web"})), nodes[0].list)
 	if err := later.Add(ctx); err != nil || later.IP() != r.IP {
 		t.Fatalf("after release: ip %q err %v", later.IP(), err)

@@ -315,5 +315,5 @@ func TestAdoptCapoAfterCapoIsGone(t *testing.T) {
 	if d := time.Since(now); d > 75*time.Second {
 		t.Fatalf("redis-0 released %s after Capo reserved it; ipReserveTime is 60s from Capo's time", d)
 	}
-	c.WaitMetric(1, "capo_releases_total", `reason="ttl"`)
+	c.WaitMetric(1, "capo_controller_releases_total", `reason="ttl"`)
 }

@@ -118,7 +118,7 @@ func TestConfigReloadWithoutRestart(t *testing.T) {
 		t.Fatal("selected under the defaults")
 	}
 	env.SetConfig("apiVersion: config.capo.io/v1\nkind: CapoConfig\nlabelSelector:\n  matchLabels: {app: zookeeper}\n")
-	env.Agent.WaitMetric(1, "capo_config_reloads_total", `result="success"`)
+	env.Agent.WaitMetric(1, "capo_agent_config_reloads_total", `result="success"`)
 	sb = env.AddPods("zk-b", 1, conflist, zkLabels)[0]
 	if err := sb.Del(ctx); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestConfigReloadWithoutRestart(t *testing.T) {
 	}
 	// An invalid config is counted and the last good one stays.
 	env.SetConfig("apiVersion: config.capo.io/v1\nkind: CapoConfig\nipReserveTime: soon\n")
-	env.Agent.WaitMetric(1, "capo_config_reloads_total", `result="error"`)
+	env.Agent.WaitMetric(1, "capo_agent_config_reloads_total", `result="error"`)
 	sb = env.AddPods("zk-c", 1, conflist, zkLabels)[0]
 	if err := sb.Del(ctx); err != nil {
 		t.Fatal(err)

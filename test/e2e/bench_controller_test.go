@@ -69,12 +69,12 @@ func controllerAtScale(b *testing.B, ds testbed.Datastore, held, nodes int) {
 	syscall.Sync() // the controller's pages written back, as an image's are (see agentAtScale)
 	c := env.StartController("scale")
 	passes := func() (float64, float64) {
-		return c.Metric("capo_release_pass_duration_seconds_count"), c.Metric("capo_release_pass_duration_seconds_sum")
+		return c.Metric("capo_controller_release_pass_duration_seconds_count"), c.Metric("capo_controller_release_pass_duration_seconds_sum")
 	}
 	for n, _ := passes(); n < 5; n, _ = passes() {
 		time.Sleep(200 * time.Millisecond)
 	}
-	if got := c.Metric("capo_reserved_ips"); got != float64(held) {
+	if got := c.Metric("capo_controller_reserved_ips"); got != float64(held) {
 		b.Fatalf("the controller holds %v reservations after its first passes, want %d (nothing is due)", got, held)
 	}
 	n0, s0 := passes()
@@ -86,7 +86,7 @@ func controllerAtScale(b *testing.B, ds testbed.Datastore, held, nodes int) {
 
 	seedNodes(100, 1, 2*held, 2*time.Hour)
 	due := time.Now()
-	eventually(b, 60*time.Second, "100 due reservations released", func() bool { return c.Metric("capo_releases_total", `reason="ttl"`) == 100 })
+	eventually(b, 60*time.Second, "100 due reservations released", func() bool { return c.Metric("capo_controller_releases_total", `reason="ttl"`) == 100 })
 	n2, s2 := passes()
 	// The passes since the seed include the one that released all 100.
 	busy := (s2 - s1) / (n2 - n1)
@@ -96,5 +96,5 @@ func controllerAtScale(b *testing.B, ds testbed.Datastore, held, nodes int) {
 	b.ReportMetric(rss, "rss-MiB")
 	b.ReportMetric(anon, "anon-rss-MiB")
 	b.ReportMetric(float64(c.PeakRSSBytes())/(1<<20), "peak-rss-MiB")
-	b.ReportMetric(c.Metric("capo_planner_duration_seconds_sum")/c.Metric("capo_planner_duration_seconds_count")*1000, "plan-ms")
+	b.ReportMetric(c.Metric("capo_controller_planner_duration_seconds_sum")/c.Metric("capo_controller_planner_duration_seconds_count")*1000, "plan-ms")
 }

@@ -59,7 +59,7 @@ func TestTTLReleaseMakesTheAddressAllocatable(t *testing.T) {
 		if sb.IP() != victim.IP() {
 			t.Fatalf("calico-ipam gave %s; the only free address is the released %s", sb.IP(), victim.IP())
 		}
-		c.WaitMetric(1, "capo_releases_total", `reason="ttl"`)
+		c.WaitMetric(1, "capo_controller_releases_total", `reason="ttl"`)
 	})
 }
 
@@ -75,7 +75,7 @@ func TestMaxCountReleasesOldestFirst(t *testing.T) {
 		}
 		seed(t, env, es...)
 		c := env.StartController("c1")
-		c.WaitMetric(2, "capo_releases_total", `reason="max-count"`)
+		c.WaitMetric(2, "capo_controller_releases_total", `reason="max-count"`)
 		got := env.Reservations()
 		if len(got) != 2 || !held(env, "10.253.0.1") || !held(env, "10.253.0.3") {
 			t.Fatalf("kept %v; want the two youngest, 10.253.0.1 (3m) and 10.253.0.3 (1m)", got)
@@ -157,9 +157,9 @@ func TestWorkloadGoneReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "the doomed namespace's reservation released", func() bool { return !held(env, "10.254.0.9") })
-		c.WaitMetric(3, "capo_releases_total", `reason="scaled-down"`)
-		c.WaitMetric(2, "capo_releases_total", `reason="owner-gone"`)
-		c.WaitMetric(1, "capo_releases_total", `reason="namespace-gone"`)
+		c.WaitMetric(3, "capo_controller_releases_total", `reason="scaled-down"`)
+		c.WaitMetric(2, "capo_controller_releases_total", `reason="owner-gone"`)
+		c.WaitMetric(1, "capo_controller_releases_total", `reason="namespace-gone"`)
 	})
 }
 
@@ -192,7 +192,7 @@ func TestManualRelease(t *testing.T) {
 	if got := env.Reservations(); len(got) != 0 {
 		t.Fatalf("whole node: %v", got)
 	}
-	c.WaitMetric(4, "capo_releases_total", `reason="manual"`)
+	c.WaitMetric(4, "capo_controller_releases_total", `reason="manual"`)
 }
 
 // memberEntry is a teardown's reservation of ip for pod of env's namespace,
@@ -262,11 +262,11 @@ func TestLostNodeIsCovered(t *testing.T) {
 		runningOn(t, env, victim)
 		env.SetConfig(configWith(""))
 		c := env.StartController("c1")
-		c.WaitMetricAtLeast(1, "capo_release_pass_duration_seconds_count")
-		lostBefore := c.Metric("capo_lost_nodes")
+		c.WaitMetricAtLeast(1, "capo_controller_release_pass_duration_seconds_count")
+		lostBefore := c.Metric("capo_controller_lost_nodes")
 		env.Agent.Stop() // the node dies: no kubelet, no agent, no CNI DEL
 		setNodeReady(t, env, corev1.ConditionUnknown)
-		c.WaitMetric(lostBefore+1, "capo_lost_nodes")
+		c.WaitMetric(lostBefore+1, "capo_controller_lost_nodes")
 		env.DeletePod(victim.Pod.Name, 0) // the pod GC force-deletes it
 		eventually(t, 10*time.Second, victim.IP()+" reserved as node-lost", func() bool {
 			r, ok := env.Reservations()[victim.IP()]
@@ -311,7 +311,7 @@ func TestLostNodePodDeletedWhileNoReplicaLeads(t *testing.T) {
 		leader, standby := startPair(t, env)
 		env.Agent.Stop()
 		setNodeReady(t, env, corev1.ConditionUnknown)
-		leader.WaitMetricAtLeast(1, "capo_lost_nodes")
+		leader.WaitMetricAtLeast(1, "capo_controller_lost_nodes")
 
 		leader.Kill()
 		env.DeletePod(sb.Pod.Name, 0) // the pod GC, while the lease still names the dead leader
@@ -402,7 +402,7 @@ func TestLeaderFailoverLosesNothingAndReleasesOnce(t *testing.T) {
 				t.Errorf("%s released %d times", e.IP, count[e.IP])
 			}
 		}
-		if standby.Metric("capo_releases_total", `reason="ttl"`) < 1 {
+		if standby.Metric("capo_controller_releases_total", `reason="ttl"`) < 1 {
 			t.Fatal("the new leader released nothing: the failover did not happen mid-run")
 		}
 	})

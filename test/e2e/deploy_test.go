@@ -69,18 +69,21 @@ func TestChartAppliesToARealAPIServer(t *testing.T) {
 			}
 		})
 	}
+	// The API server here is 1.30+: the admission policy's file applies too.
 	t.Run("plain manifests", func(t *testing.T) {
-		data, err := os.ReadFile(deploy.ManifestsFile())
-		if err != nil {
-			t.Fatal(err)
-		}
 		createNamespace(t, "capo-system")
-		objs, err := deploy.Objects(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, err := range bed.Apply(ctx, objs, true) {
-			t.Error(err)
+		for _, file := range []string{deploy.ManifestsFile(), deploy.AdmissionManifestsFile()} {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := deploy.Objects(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range bed.Apply(ctx, objs, true) {
+				t.Error(err)
+			}
 		}
 	})
 }
@@ -155,21 +158,22 @@ func TestChartRBACIsEnough(t *testing.T) {
 	eventually(t, 15*time.Second, "the controller leads", c.Leading)
 	lost := sbs[4]
 	runningOn(t, env, lost)
-	c.WaitMetricAtLeast(1, "capo_release_pass_duration_seconds_count")
+	c.WaitMetricAtLeast(1, "capo_controller_release_pass_duration_seconds_count")
 	setNodeReady(t, env, corev1.ConditionFalse)
-	c.WaitMetricAtLeast(1, "capo_lost_nodes")
+	c.WaitMetricAtLeast(1, "capo_controller_lost_nodes")
 	env.DeletePod(lost.Pod.Name, 0)
 	eventually(t, 10*time.Second, "the lost node's pod reserved", func() bool { return held(env, lost.IP()) })
 	// The pool's use as the leader publishes it: 8 addresses, the held ones
 	// counted as taken (the controller reads the pool under its own role).
 	pool := `pool="` + env.PoolName() + `"`
 	eventually(t, 70*time.Second, "the pool's use published", func() bool {
-		return c.Metric("capo_pool_addresses", pool, `state="reserved"`) >= 3
+		return c.Metric("capo_controller_pool_addresses", pool, `state="reserved"`) >= 3
 	})
-	size, alloc, res, free := c.Metric("capo_pool_addresses", pool, `state="size"`), c.Metric("capo_pool_addresses", pool, `state="allocated"`),
-		c.Metric("capo_pool_addresses", pool, `state="reserved"`), c.Metric("capo_pool_addresses", pool, `state="free"`)
-	if size != 8 || free != max(0, size-alloc-res) || alloc < 4 {
-		t.Errorf("pool use: size %v allocated %v reserved %v free %v; want 8 addresses, at least the 4 running pods allocated", size, alloc, res, free)
+	// The states partition the pool: they add up to its size.
+	size, alloc, res, free := c.Metric("capo_controller_pool_size_addresses", pool), c.Metric("capo_controller_pool_addresses", pool, `state="allocated"`),
+		c.Metric("capo_controller_pool_addresses", pool, `state="reserved"`), c.Metric("capo_controller_pool_addresses", pool, `state="free"`)
+	if size != 8 || alloc+res+free != size || alloc < 4 {
+		t.Errorf("pool use: size %v allocated %v reserved %v free %v; want 8 addresses in states adding up to them, at least the 4 running pods allocated", size, alloc, res, free)
 	}
 	setNodeReady(t, env, corev1.ConditionTrue)
 	askRelease(t, env, ns, sbs[1].IP())

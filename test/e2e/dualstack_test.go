@@ -42,7 +42,7 @@ func TestDualStackReservedAndReleasedTogether(t *testing.T) {
 		}
 		c := env.StartController("c1")
 		eventually(t, 15*time.Second, "both released", func() bool { return len(env.Reservations()) == 0 })
-		c.WaitMetric(2, "capo_releases_total", `reason="ttl"`)
+		c.WaitMetric(2, "capo_controller_releases_total", `reason="ttl"`)
 	})
 }
 

@@ -68,7 +68,7 @@ func evictWhileAgentAway(t *testing.T, env *testbed.Env, c *testbed.Controller) 
 	runningOn(t, env, victim)
 	env.Agent.Stop()
 	if c != nil {
-		c.WaitMetricAtLeast(1, "capo_agents_not_ready") // other envs' nodes in the bed count too
+		c.WaitMetricAtLeast(1, "capo_controller_agents_not_ready") // other envs' nodes in the bed count too
 	}
 	env.Evict(victim.Pod.Name)
 	if err := victim.Del(ctx); err != nil {

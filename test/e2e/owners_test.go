@@ -42,7 +42,7 @@ func TestAdvancedStatefulSetMembersKeepTheirAddresses(t *testing.T) {
 
 		evict(t, env, k[1])
 		time.Sleep(3 * time.Second) // passes at 1s
-		if !held(env, k[1].IP()) || c.Metric("capo_releases_total", `reason="owner-gone"`) != 0 {
+		if !held(env, k[1].IP()) || c.Metric("capo_controller_releases_total", `reason="owner-gone"`) != 0 {
 			t.Fatalf("kafka/kafka-1's %s released while its Advanced StatefulSet exists", k[1].IP())
 		}
 		back := env.NewSandbox(env.CreatePod("kafka-1", testbed.KruiseOwnedBy(kafka)), conflist)
@@ -60,7 +60,7 @@ func TestAdvancedStatefulSetMembersKeepTheirAddresses(t *testing.T) {
 		if err := k[2].Del(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c.WaitMetric(1, "capo_releases_total", `reason="scaled-down"`)
+		c.WaitMetric(1, "capo_controller_releases_total", `reason="scaled-down"`)
 		eventually(t, 10*time.Second, "kafka-2's address released", func() bool { return !held(env, k[2].IP()) })
 
 		// reserveOrdinals takes kafka-0's ordinal (the set's members are
@@ -71,13 +71,13 @@ func TestAdvancedStatefulSetMembersKeepTheirAddresses(t *testing.T) {
 			t.Fatalf("kafka-0's %s released while its ordinal is the set's", k[0].IP())
 		}
 		env.PatchKruiseSet("kafka", map[string]any{"spec": map[string]any{"reserveOrdinals": []any{"0-0"}}})
-		c.WaitMetric(2, "capo_releases_total", `reason="scaled-down"`)
+		c.WaitMetric(2, "capo_controller_releases_total", `reason="scaled-down"`)
 		eventually(t, 10*time.Second, "kafka-0's address released", func() bool { return !held(env, k[0].IP()) })
 
 		// The set deleted: its evicted member's address ends.
 		evict(t, env, back)
 		env.DeleteKruiseSet("kafka")
-		c.WaitMetric(1, "capo_releases_total", `reason="owner-gone"`)
+		c.WaitMetric(1, "capo_controller_releases_total", `reason="owner-gone"`)
 		eventually(t, 10*time.Second, "kafka-1's address released", func() bool { return !held(env, back.IP()) })
 	})
 }
@@ -97,7 +97,7 @@ func TestUnwatchableOwnerKindHoldsAndSaysWhy(t *testing.T) {
 			evs, err := env.Kube.CoreV1().Events(env.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=OwnerNotWatched,involvedObject.name=b"})
 			return err == nil && len(evs.Items) > 0
 		})
-		if !held(env, b[0].IP()) || c.Metric("capo_releases_total", `reason="owner-gone"`) != 0 {
+		if !held(env, b[0].IP()) || c.Metric("capo_controller_releases_total", `reason="owner-gone"`) != 0 {
 			t.Fatalf("b-0's %s released: its owner's kind is not served, so it is never judged gone", b[0].IP())
 		}
 	})
@@ -128,7 +128,7 @@ func TestListedOwnerKindMembersKeepTheirAddresses(t *testing.T) {
 
 		evict(t, env, m[1]) // ordinal 1 of a Broker whose spec says size 1: not known to capo as a scale
 		time.Sleep(3 * time.Second)
-		if !held(env, m[1].IP()) || c.Metric("capo_releases_total") != 0 {
+		if !held(env, m[1].IP()) || c.Metric("capo_controller_releases_total") != 0 {
 			t.Fatalf("b-1's %s released while its Broker exists", m[1].IP())
 		}
 		back := env.NewSandbox(env.CreatePod("b-1", testbed.StatefulPod("b"), owned), conflist)
@@ -142,7 +142,7 @@ func TestListedOwnerKindMembersKeepTheirAddresses(t *testing.T) {
 		if err := brokers.Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c.WaitMetric(1, "capo_releases_total", `reason="owner-gone"`)
+		c.WaitMetric(1, "capo_controller_releases_total", `reason="owner-gone"`)
 		eventually(t, 10*time.Second, "b-1's address released", func() bool { return !held(env, back.IP()) })
 	})
 }

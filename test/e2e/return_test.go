@@ -196,7 +196,7 @@ func TestReturningPodGetsItsAddressBack(t *testing.T) {
 		t.Run("returnAddress off", func(t *testing.T) {
 			b.t = t
 			env.SetConfig(configWith("returnAddress: \"off\"\n"))
-			env.Agent.WaitMetric(1, "capo_config_reloads_total", `result="success"`)
+			env.Agent.WaitMetric(1, "capo_agent_config_reloads_total", `result="success"`)
 			old := b.add("off-0", testbed.StatefulPod("off"))
 			b.teardown(old)
 			if back := b.comeBack("off-0", testbed.StatefulPod("off")); !disjoint(back.IPs, old.IPs) {
@@ -261,7 +261,7 @@ func TestReturnOnAnotherNode(t *testing.T) {
 			}
 		}
 		b.SetConfig(configWith("returnAddress: anyNode\n"))
-		b.Agent.WaitMetric(1, "capo_config_reloads_total", `result="success"`)
+		b.Agent.WaitMetric(1, "capo_agent_config_reloads_total", `result="success"`)
 		setStrict(true)
 		t.Cleanup(func() { setStrict(false) })
 		// b's own reservation for mq-0 is the latest: release it, so a's is the one held.

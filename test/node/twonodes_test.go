@@ -267,10 +267,10 @@ func uncordon(t *testing.T, node string) {
 // watch the ConfigMap).
 func anyNode(t *testing.T) {
 	t.Helper()
-	reloads := agentMetric(t, "capo_config_reloads_total")
+	reloads := agentMetric(t, "capo_agent_config_reloads_total")
 	setConfig(t, `returnAddress: "sameNode"`, `returnAddress: "anyNode"`)
 	nodebed.Eventually(t, 30*time.Second, "the agents to reload their config", func() error {
-		if agentMetric(t, "capo_config_reloads_total") <= reloads {
+		if agentMetric(t, "capo_agent_config_reloads_total") <= reloads {
 			return fmt.Errorf("no reload yet")
 		}
 		return nil

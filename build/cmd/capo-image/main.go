@@ -17,7 +17,7 @@ import (
 )
 
 type config struct {
-	out, ref, version, arches, dockerArch string
+	out, ref, version, revision, arches, dockerArch string
 }
 
 func main() {
@@ -25,6 +25,7 @@ func main() {
 	flag.StringVar(&c.out, "o", "bin/capo-image.tar", "the archive to write")
 	flag.StringVar(&c.ref, "image", "ghcr.io/capo-net/capo:dev", "the image's name and tag")
 	flag.StringVar(&c.version, "version", "dev", "the version stamped into the binaries")
+	flag.StringVar(&c.revision, "revision", "", "the commit, for the image's org.opencontainers.image.revision label (make image: git rev-parse HEAD)")
 	flag.StringVar(&c.arches, "arch", "amd64,arm64", "architectures, comma-separated")
 	flag.StringVar(&c.dockerArch, "docker-arch", runtime.GOARCH, "the architecture docker's manifest.json names (classic docker load, crane push FILE)")
 	flag.Parse()
@@ -49,7 +50,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	spec := image.Capo{Root: root, Version: c.version, Arches: strings.Split(c.arches, ","), WorkDir: work}
+	spec := image.Capo{Root: root, Version: c.version, Revision: c.revision, Arches: strings.Split(c.arches, ","), WorkDir: work}
 	idx, err := spec.Build(ctx)
 	if err != nil {
 		return err

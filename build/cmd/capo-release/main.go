@@ -21,21 +21,26 @@ func main() {
 	var s release.Spec
 	flag.StringVar(&s.Version, "version", "", "the release's version, vMAJOR.MINOR.PATCH")
 	flag.StringVar(&s.Out, "o", "dist", "the directory to write (emptied first)")
+	allow := flag.Bool("allow-untagged", false, "build from a dirty or untagged tree: a test build, not a release")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, s); err != nil {
+	if err := run(ctx, s, *allow); err != nil {
 		fmt.Fprintln(os.Stderr, "capo-release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, s release.Spec) error {
+func run(ctx context.Context, s release.Spec, allowUntagged bool) error {
 	if err := release.CheckVersion(s.Version); err != nil {
 		return err
 	}
 	var err error
 	if s.Root, err = os.Getwd(); err != nil {
+		return err
+	}
+	warn := func(msg string) { fmt.Fprintln(os.Stderr, "capo-release:", msg) }
+	if s.Revision, err = release.CheckTree(s.Root, s.Version, allowUntagged, warn); err != nil {
 		return err
 	}
 	if s.Created, err = created(); err != nil {

@@ -6,8 +6,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
+{{- /* The image: global.imageRegistry, when set, takes the place of the
+     repository's registry (its first part, when that names a host: a dot, a
+     port or localhost), as a mirror holds the same path; image.digest pins
+     it. */}}
 {{- define "capo.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $repo := .Values.image.repository -}}
+{{- $registry := trimSuffix "/" ((.Values.global | default dict).imageRegistry | default "") -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repo = join "/" (rest $parts) -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" $registry $repo -}}
+{{- end -}}
+{{ $repo }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{- define "capo.datastoreEnv" -}}
