@@ -94,7 +94,9 @@ type awayBed struct {
 	ipam  *holders
 }
 
-func newAwayBed(t *testing.T, with ...func(*Options)) *awayBed { return newAwayBedWith(t, nil, with...) }
+func newAwayBed(t *testing.T, with ...func(*Options)) *awayBed {
+	return newAwayBedWith(t, nil, with...)
+}
 
 // newAwayBedWith is newAwayBed with broker-0 changed by f before the
 // controller first sees it.
