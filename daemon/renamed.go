@@ -26,7 +26,10 @@ func withOldNames(g prometheus.Gatherer, renamed map[string]string) prometheus.G
 			if !ok {
 				continue
 			}
-			c := proto.Clone(mf).(*dto.MetricFamily)
+			c, ok := proto.Clone(mf).(*dto.MetricFamily)
+			if !ok {
+				continue
+			}
 			c.Name = proto.String(old)
 			c.Help = proto.String("Deprecated, removed in the next minor release: renamed " + mf.GetName() + ". " + mf.GetHelp())
 			out = append(out, c)

@@ -54,7 +54,7 @@ func licenseOfDir(dir string) string {
 	var ids []string
 	for _, e := range entries {
 		n := strings.ToUpper(e.Name())
-		if e.IsDir() || !(strings.HasPrefix(n, "LICENSE") || strings.HasPrefix(n, "LICENCE") || strings.HasPrefix(n, "COPYING")) {
+		if e.IsDir() || (!strings.HasPrefix(n, "LICENSE") && !strings.HasPrefix(n, "LICENCE") && !strings.HasPrefix(n, "COPYING")) {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))

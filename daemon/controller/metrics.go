@@ -38,7 +38,7 @@ type metrics struct {
 // Renamed are the controller's metrics of 0.1.0 renamed to the one
 // capo_controller_ prefix, to their old names: served under both until the
 // next minor release (docs/releasing.md), the old ones' help naming the new.
-var Renamed = map[string]string{
+var Renamed = map[string]string{ //nolint:gosec // metric names, not credentials
 	"capo_controller_reserved_ips":                   "capo_reserved_ips",
 	"capo_controller_reserve_max_count":              "capo_reserve_max_count",
 	"capo_controller_releases_total":                 "capo_releases_total",

@@ -64,7 +64,7 @@ type AgentOptions struct {
 	// NotReady, as the kubelet's probe (period x failureThreshold: the
 	// chart's 5 s x 3 is 15 s); 0 reports it at once.
 	ReadinessLag time.Duration
-	Env        []string // more environment, e.g. CALICO_API_GROUP=...
+	Env          []string // more environment, e.g. CALICO_API_GROUP=...
 	// NotReady starts the process without waiting for /readyz: for tests
 	// of a component that must refuse to be ready.
 	NotReady bool

@@ -7,14 +7,13 @@ import (
 	"time"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
+	calicoset "github.com/projectcalico/api/pkg/client/clientset_generated/clientset"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
-
-	calicoset "github.com/projectcalico/api/pkg/client/clientset_generated/clientset"
 
 	"github.com/capo-net/capo/deploy"
 	"github.com/capo-net/capo/pkg/calicov3"
