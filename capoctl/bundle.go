@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"sort"
@@ -176,4 +178,33 @@ func (b *bundle) write(file string, now time.Time) error {
 		return err
 	}
 	return f.Close()
+}
+
+// ReadBundle is what a bundle holds, file by file: for whoever reads one
+// without unpacking it (support tooling, the tests).
+func ReadBundle(file string) (map[string]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	tr, files := tar.NewReader(gz), map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", file, h.Name, err)
+		}
+		files[h.Name] = string(b)
+	}
 }

@@ -1,13 +1,10 @@
 package capoctl
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -191,27 +188,12 @@ func TestBundle(t *testing.T) {
 }
 
 func readTarGz(t *testing.T, file string) map[string]string {
-	f, err := os.Open(file)
+	t.Helper()
+	files, err := ReadBundle(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, files := tar.NewReader(gz), map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		files[h.Name] = string(b)
-	}
+	return files
 }
 
 // --node narrows status to those nodes; a node named that capo does not

@@ -68,10 +68,12 @@ type kubeAPI struct {
 	client *http.Client
 }
 
-func (k *kubeAPI) annotations(ctx context.Context, path string) (map[string]string, error) {
+// get reads path from the API server: the answer's status and up to limit
+// bytes of its body.
+func (k *kubeAPI) get(ctx context.Context, path string, limit int64) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(k.server, "/")+path, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "capo-ipam")
@@ -80,10 +82,15 @@ func (k *kubeAPI) annotations(ctx context.Context, path string) (map[string]stri
 	}
 	resp, err := k.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp, body, err
+}
+
+func (k *kubeAPI) annotations(ctx context.Context, path string) (map[string]string, error) {
+	resp, body, err := k.get(ctx, path, 4<<20)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // PodExists reads one pod with the kubeconfig: true if it is there, false
@@ -18,22 +16,10 @@ func (k Reader) PodExists(ctx context.Context, namespace, name string) (bool, er
 	if err != nil {
 		return false, err
 	}
-	path := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(name)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(api.server, "/")+path, nil)
+	resp, body, err := api.get(ctx, "/api/v1/namespaces/"+url.PathEscape(namespace)+"/pods/"+url.PathEscape(name), 64<<10)
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "capo-ipam")
-	if api.token != "" {
-		req.Header.Set("Authorization", "Bearer "+api.token)
-	}
-	resp, err := api.client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch resp.StatusCode {
 	case http.StatusOK:
 		return true, nil
@@ -52,21 +38,10 @@ func (k Reader) NodeOptedIn(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(api.server, "/")+"/api/v1/nodes/"+url.PathEscape(name), nil)
+	resp, body, err := api.get(ctx, "/api/v1/nodes/"+url.PathEscape(name), 4<<20)
 	if err != nil {
 		return false, err
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "capo-ipam")
-	if api.token != "" {
-		req.Header.Set("Authorization", "Bearer "+api.token)
-	}
-	resp, err := api.client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("reading node %s: API server answered %s: %.200s", name, resp.Status, body)
 	}

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"encoding/json"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	capocli "github.com/capo-net/capo/capoctl"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -89,25 +86,9 @@ func TestCapoctlStatusAndBundle(t *testing.T) {
 
 func untar(t *testing.T, file string) map[string]string {
 	t.Helper()
-	f, err := os.Open(file)
+	files, err := capocli.ReadBundle(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, files := tar.NewReader(gz), map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		files[h.Name] = string(b)
-	}
+	return files
 }

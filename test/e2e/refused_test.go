@@ -26,25 +26,8 @@ import (
 // "can reserve", the agent stayed Ready and the next pod took the address.
 func TestAgentWritesRefused(t *testing.T) {
 	ctx := context.Background()
-	gc := bed.StartKubeControllers(t, testbed.Kubernetes, 5*time.Second)
-	defer gc.Stop()
-	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, NoAgent: true})
-	env.SetConfig(configWith(""))
-	user, kubeconfig := agentIdentity(t, env)
-	env.Agent = env.StartAgentWith(testbed.AgentOptions{Kubeconfig: kubeconfig})
-	c := env.StartController("c1")
-	eventually(t, 15*time.Second, "the controller leads", c.Leading)
-
-	conflist := env.Conflist(testbed.Capo)
-	sbs := env.AddPods("redis", 8, conflist, testbed.OwnedBy(env.CreateStatefulSet("redis", 8)))
-	victim := sbs[3]
-	runningOn(t, env, victim)
-	refuseWritesOf(t, user, kubeconfig)
-
-	env.Evict(victim.Pod.Name)
-	if err := victim.Del(ctx); err != nil {
-		t.Fatalf("DEL with the agent's writes refused must succeed (journaled): %v", err)
-	}
+	r := refusedWrites(t, testbed.AgentOptions{})
+	env, victim, conflist, user := r.env, r.victim, r.conflist, r.user
 	// Past the GC's grace: at no moment free without a reservation.
 	ip := net.ParseIP(victim.IP())
 	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
@@ -175,4 +158,40 @@ func sanitize(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// refused is an evicted member's teardown while the agent's reservation
+// writes are refused and Calico's GC runs with a 5 s leak grace: eight
+// members of a StatefulSet, the fourth evicted and its DEL journaled.
+type refused struct {
+	env      *testbed.Env
+	sbs      []*testbed.Sandbox
+	victim   *testbed.Sandbox
+	conflist []byte
+	user     string
+}
+
+func refusedWrites(t *testing.T, agent testbed.AgentOptions) refused {
+	t.Helper()
+	gc := bed.StartKubeControllers(t, testbed.Kubernetes, 5*time.Second)
+	t.Cleanup(gc.Stop)
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, NoAgent: true})
+	env.SetConfig(configWith(""))
+	user, kubeconfig := agentIdentity(t, env)
+	agent.Kubeconfig = kubeconfig
+	env.Agent = env.StartAgentWith(agent)
+	c := env.StartController("c1")
+	eventually(t, 15*time.Second, "the controller leads", c.Leading)
+
+	conflist := env.Conflist(testbed.Capo)
+	sbs := env.AddPods("redis", 8, conflist, testbed.OwnedBy(env.CreateStatefulSet("redis", 8)))
+	victim := sbs[3]
+	runningOn(t, env, victim)
+	refuseWritesOf(t, user, kubeconfig)
+
+	env.Evict(victim.Pod.Name)
+	if err := victim.Del(context.Background()); err != nil {
+		t.Fatalf("DEL with the agent's writes refused must succeed (journaled): %v", err)
+	}
+	return refused{env: env, sbs: sbs, victim: victim, conflist: conflist, user: user}
 }

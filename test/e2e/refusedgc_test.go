@@ -19,27 +19,10 @@ import (
 // ("the agent already through"), and the next pod got the member's address.
 func TestAgentWritesRefusedAndCalicosGCFirst(t *testing.T) {
 	ctx := context.Background()
-	gc := bed.StartKubeControllers(t, testbed.Kubernetes, 5*time.Second)
-	defer gc.Stop()
-	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, NoAgent: true})
-	env.SetConfig(configWith(""))
-	user, kubeconfig := agentIdentity(t, env)
 	// The probe's threshold is reached when the test says (ReportNotReady),
 	// after the GC: the order the kubelet's timing gives, made certain.
-	env.Agent = env.StartAgentWith(testbed.AgentOptions{Kubeconfig: kubeconfig, ReadinessLag: time.Hour})
-	c := env.StartController("c1")
-	eventually(t, 15*time.Second, "the controller leads", c.Leading)
-
-	conflist := env.Conflist(testbed.Capo)
-	sbs := env.AddPods("redis", 8, conflist, testbed.OwnedBy(env.CreateStatefulSet("redis", 8)))
-	victim := sbs[3]
-	runningOn(t, env, victim)
-	refuseWritesOf(t, user, kubeconfig)
-
-	env.Evict(victim.Pod.Name)
-	if err := victim.Del(ctx); err != nil {
-		t.Fatalf("DEL with the agent's writes refused must succeed (journaled): %v", err)
-	}
+	r := refusedWrites(t, testbed.AgentOptions{ReadinessLag: time.Hour})
+	env, sbs, victim, conflist := r.env, r.sbs, r.victim, r.conflist
 	ip := net.ParseIP(victim.IP())
 	eventually(t, 60*time.Second, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(ip) })
 	if held(env, victim.IP()) {
@@ -48,9 +31,9 @@ func TestAgentWritesRefusedAndCalicosGCFirst(t *testing.T) {
 	env.Agent.ReportNotReady() // the probe's third failure
 
 	eventually(t, 20*time.Second, victim.IP()+" reserved by the controller", func() bool { return held(env, victim.IP()) })
-	r := env.Reservations()[victim.IP()]
-	if r.Reason != controller.ReasonAgentAway || r.Pod != victim.Pod.Name || r.OwnerName != "redis" {
-		t.Fatalf("reservation %+v", r)
+	e := env.Reservations()[victim.IP()]
+	if e.Reason != controller.ReasonAgentAway || e.Pod != victim.Pod.Name || e.OwnerName != "redis" {
+		t.Fatalf("reservation %+v", e)
 	}
 	// Calico's datastore: no member's address free and unreserved.
 	reservations := env.Reservations()

@@ -42,6 +42,12 @@ func (b *Bed) applyCalicoCRDs(ctx context.Context, root string) error {
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRDs under %s: %v", mod, err)
 	}
+	return b.createCRDs(ctx, files)
+}
+
+// createCRDs creates the CustomResourceDefinitions of files (one a file)
+// and waits until the API server serves them.
+func (b *Bed) createCRDs(ctx context.Context, files []string) error {
 	dyn, err := dynamic.NewForConfig(b.REST)
 	if err != nil {
 		return err
@@ -57,7 +63,7 @@ func (b *Bed) applyCalicoCRDs(ctx context.Context, root string) error {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 		if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating CRD %s: %w", obj.GetName(), err)
+			return fmt.Errorf("creating CRD %s from %s: %w", obj.GetName(), f, err)
 		}
 		names = append(names, obj.GetName())
 	}

@@ -11,9 +11,6 @@ import (
 	calicoset "github.com/projectcalico/api/pkg/client/clientset_generated/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 )
 
 // NativeV3 is Options.CalicoCRDs for a bed whose Kubernetes datastore
@@ -46,26 +43,7 @@ func (b *Bed) applyV3CRDs(ctx context.Context, root string) error {
 		return err
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "projectcalico.org_*.yaml"))
-	dyn, err := dynamic.NewForConfig(b.REST)
-	if err != nil {
-		return err
-	}
-	var names []string
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating CRD %s from %s: %w", obj.GetName(), f, err)
-		}
-		names = append(names, obj.GetName())
-	}
-	return waitEstablished(ctx, dyn, names)
+	return b.createCRDs(ctx, files)
 }
 
 // CalicoV3 is a client of the projectcalico.org/v3 API: on a native-v3
