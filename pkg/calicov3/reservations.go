@@ -140,13 +140,19 @@ func fromV1Form(m *metav1.ObjectMeta) error {
 // translate turns the API server's errors into libcalico-go's, which the
 // store and the agent's readiness tell apart.
 func translate(err error, name string) error {
+	return translateFor(calicoapi.IPReservation, err, name)
+}
+
+// translateFor is translate for any of capo's Calico types: a type that is
+// not served is named in the error.
+func translateFor(k calicoapi.Kind, err error, name string) error {
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsNotFound(err) && !namesObject(err, name):
 		// A 404 that names no object is the resource type not being
 		// served: never "absent", which would let capo act on nothing.
-		return &calicoapi.NotServedError{Group: calicoapi.GroupV3, Missing: []string{calicoapi.IPReservation.V3}}
+		return &calicoapi.NotServedError{Group: calicoapi.GroupV3, Missing: []string{k.V3}}
 	case apierrors.IsNotFound(err):
 		return cerrors.ErrorResourceDoesNotExist{Err: err, Identifier: name}
 	case apierrors.IsAlreadyExists(err):
