@@ -39,20 +39,13 @@ var dialCapo = func(cf *kubeFlags) (capoReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := calicoConfig(r)
-	if err != nil {
-		return nil, err
-	}
 	kube, err := kubernetes.NewForConfig(r.rest)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCalicoAPI(kube, cfg); err != nil {
-		return nil, err
-	}
-	c, err := clientv3.New(*cfg)
+	c, err := calicoFor(r, kube)
 	if err != nil {
-		return nil, fmt.Errorf("calico datastore: %w", err)
+		return nil, err
 	}
 	return calicoReader{c}, nil
 }

@@ -15,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicov3"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -134,25 +135,39 @@ func connect(k *kubeFlags) (*clients, error) {
 			return nil, err
 		}
 	}
-	cfg, err := calicoConfig(r)
+	calico, err := calicoFor(r, kube)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkCalicoAPI(kube, cfg); err != nil {
-		return nil, err
-	}
-	calico, err := clientv3.New(*cfg)
-	if err != nil {
-		return nil, fmt.Errorf("calico datastore: %w", err)
 	}
 	return &clients{kube: kube, store: calicostore.New(calico, reserve.DefaultLimits), calico: calicoClient{calico}}, nil
 }
 
 // checkCalicoAPI refuses to read Calico where a type capo uses is not
 // served in the group Calico uses: libcalico-go would print an empty list.
-func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) error {
+func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (calicoapi.Mode, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := calicoapi.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", calicoapi.All)
-	return err
+	return calicoapi.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", calicoapi.All)
+}
+
+// calicoFor is the Calico client of r's cluster, once its API group is
+// checked: in native projectcalico.org/v3, capo's own client for every
+// Calico CRD capo reads or writes (pkg/calicov3).
+func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error) {
+	cfg, err := calicoConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	m, err := checkCalicoAPI(kube, cfg)
+	if err != nil {
+		return nil, err
+	}
+	calico, err := clientv3.New(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("calico datastore: %w", err)
+	}
+	if m.Source == calicoapi.SourceEtcd || m.Group != calicoapi.GroupV3 {
+		return calico, nil
+	}
+	return calicov3.NewClient(calico, r.rest)
 }

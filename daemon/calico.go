@@ -5,6 +5,10 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+
+	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/kubeclient"
 )
 
 // calicoClient is a libcalico-go client from DATASTORE_TYPE, KUBECONFIG,
@@ -24,4 +28,18 @@ func calicoClient(qps float32) (clientv3.Interface, apiconfig.DatastoreType, err
 		return nil, "", fmt.Errorf("calico client: %w", err)
 	}
 	return c, cfg.Spec.DatastoreType, nil
+}
+
+// inGroup is c with every Calico CRD capo uses read and written in m's
+// group: in native projectcalico.org/v3 through capo's own client
+// (pkg/calicov3), since libcalico-go v3.31 knows only crd.projectcalico.org/v1.
+func inGroup(m calicoapi.Mode, component string, qps float32, c clientv3.Interface) (clientv3.Interface, error) {
+	if m.Source == calicoapi.SourceEtcd || m.Group != calicoapi.GroupV3 {
+		return c, nil
+	}
+	cfg, err := kubeclient.REST(component, qps)
+	if err != nil {
+		return nil, err
+	}
+	return calicov3.NewClient(c, cfg)
 }

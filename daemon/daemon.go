@@ -43,7 +43,12 @@ func Run(component string, level slog.Level, datastoreQPS float32, netconf func(
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	slog.Info("starting", "version", version.Version, "datastore", datastore)
-	if _, err := decideCalicoAPI(ctx, kube, datastore, netconf); err != nil {
+	m, err := decideCalicoAPI(ctx, kube, datastore, netconf)
+	if err != nil {
+		slog.Error("startup", "err", err)
+		return 1
+	}
+	if calico, err = inGroup(m, component, datastoreQPS, calico); err != nil {
 		slog.Error("startup", "err", err)
 		return 1
 	}

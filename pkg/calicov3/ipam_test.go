@@ -132,7 +132,7 @@ func TestNotServedIsAnError(t *testing.T) {
 	if _, err := c.IPsByHandle(context.Background(), "k8s-pod-network.a"); !calicoapi.IsNotServed(err) {
 		t.Fatalf("handle's blocks: %v", err)
 	}
-	if _, err := server(t).GetIPAMConfig(context.Background()); !calicoapi.IsNotServed(err) {
+	if _, err := server(t).IPAMConfiguration(context.Background()); !calicoapi.IsNotServed(err) {
 		t.Fatalf("config: %v", err)
 	}
 	if _, err := server(t, "ippools").GetUtilization(context.Background(), ipam.GetUtilizationArgs{}); !calicoapi.IsNotServed(err) {
@@ -141,14 +141,14 @@ func TestNotServedIsAnError(t *testing.T) {
 }
 
 func TestIPAMConfig(t *testing.T) {
-	cfg, err := server(t, allServed...).GetIPAMConfig(context.Background())
+	cfg, err := server(t, allServed...).IPAMConfiguration(context.Background())
 	if err != nil || !cfg.StrictAffinity || cfg.Cooldown != 30*time.Second {
 		t.Fatalf("got %+v %v", cfg, err)
 	}
 	saved := objects["ipamconfigurations/default"]
 	delete(objects, "ipamconfigurations/default")
 	defer func() { objects["ipamconfigurations/default"] = saved }()
-	if cfg, err := server(t, allServed...).GetIPAMConfig(context.Background()); err != nil || *cfg != (IPAMConfig{}) {
+	if cfg, err := server(t, allServed...).IPAMConfiguration(context.Background()); err != nil || *cfg != (IPAMConfig{}) {
 		t.Fatalf("absent: %+v %v", cfg, err)
 	}
 }

@@ -30,10 +30,10 @@ type ipamConfiguration struct {
 	} `json:"spec"`
 }
 
-// GetIPAMConfig reads IPAMConfiguration "default". Absent, it is Calico's
+// IPAMConfiguration reads IPAMConfiguration "default". Absent, it is Calico's
 // default (no strict affinity, no cooldown): calico-ipam creates it on its
 // first assignment and reads the same defaults until then.
-func (c *IPAM) GetIPAMConfig(ctx context.Context) (*IPAMConfig, error) {
+func (c *IPAM) IPAMConfiguration(ctx context.Context) (*IPAMConfig, error) {
 	var o ipamConfiguration
 	err := c.get(ctx, calicoapi.IPAMConfiguration, "default", &o)
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {

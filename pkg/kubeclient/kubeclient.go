@@ -51,6 +51,10 @@ func Dynamic(component string, qps float32) (dynamic.Interface, error) {
 	return dynamic.NewForConfig(cfg)
 }
 
+// REST is the API server's client configuration, as the other clients
+// here have it.
+func REST(component string, qps float32) (*rest.Config, error) { return restConfig(component, qps) }
+
 func restConfig(component string, qps float32) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
