@@ -35,8 +35,8 @@ func TestCheckFailsWhereCalicoTypesAreNotServed(t *testing.T) {
 	}{
 		{"v1 served", []string{calicoapi.GroupV1}, "", "", "", calicoapi.GroupV1},
 		{"nothing served", nil, "", "", "not served in API group crd.projectcalico.org/v1: ipreservations", calicoapi.GroupV1},
-		{"v3 only: a new install", []string{calicoapi.GroupV3}, "", "", "this capo build reads and writes Calico's IPAM only in crd.projectcalico.org/v1", calicoapi.GroupV3},
-		{"migration window, conflist says v3", []string{calicoapi.GroupV1, calicoapi.GroupV3}, calicoapi.GroupV3, "", "projectcalico.org/v3 (from netconf)", calicoapi.GroupV3},
+		{"v3 only: a new install", []string{calicoapi.GroupV3}, "", "", "", calicoapi.GroupV3},
+		{"migration window, conflist says v3", []string{calicoapi.GroupV1, calicoapi.GroupV3}, calicoapi.GroupV3, "", "", calicoapi.GroupV3},
 		{"env says v3, not served", []string{calicoapi.GroupV1}, "", calicoapi.GroupV3, "not served in API group projectcalico.org/v3", calicoapi.GroupV3},
 	}
 	for _, c := range cases {

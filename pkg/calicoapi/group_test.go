@@ -54,8 +54,10 @@ func TestSupported(t *testing.T) {
 	if err := Supported(Mode{Source: SourceEtcd}); err != nil {
 		t.Fatal(err)
 	}
-	err := Supported(Mode{GroupV3, SourceNetconf})
-	if err == nil || !strings.Contains(err.Error(), "projectcalico.org/v3 (from netconf)") {
+	if err := Supported(Mode{GroupV3, SourceNetconf}); err != nil {
 		t.Fatalf("v3: %v", err)
+	}
+	if err := Supported(Mode{Source: SourceDiscovery}); err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Fatalf("no group: %v", err)
 	}
 }

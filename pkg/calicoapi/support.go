@@ -6,18 +6,17 @@ import "fmt"
 type UnsupportedError struct{ Mode Mode }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("Calico keeps its resources in %s, but this capo build reads and writes Calico's IPAM only in %s (libcalico-go v3.31): "+
-		"a reservation written there is never read by Calico, so capo refuses to run rather than let an address go to another pod; "+
-		"run Calico with its crd.projectcalico.org/v1 CRDs (%s=%s), or a capo release that supports native %s CRDs",
-		e.Mode, GroupV1, EnvGroup, GroupV1, GroupV3)
+	return fmt.Sprintf("Calico keeps its resources in %s, which this capo build does not know: it reads and writes Calico's resources only in %s or %s, "+
+		"so it refuses to run rather than let an address go to another pod; set %s to the group Calico uses",
+		e.Mode, GroupV1, GroupV3, EnvGroup)
 }
 
-// Supported is nil when this build can work in m: on etcdv3 and in
-// crd.projectcalico.org/v1. Native projectcalico.org/v3 needs every read
-// of Calico's IPAM (handles, blocks, pools, affinities) in that group too,
-// which libcalico-go v3.31 cannot do.
+// Supported is nil when this build can work in m: on etcdv3, in
+// crd.projectcalico.org/v1 (libcalico-go's client) and in native
+// projectcalico.org/v3, where every Calico resource capo reads or writes
+// goes through capo's own client (pkg/calicov3).
 func Supported(m Mode) error {
-	if m.Source != SourceEtcd && m.Group == GroupV3 {
+	if m.Source != SourceEtcd && m.Group != GroupV1 && m.Group != GroupV3 {
 		return &UnsupportedError{Mode: m}
 	}
 	return nil
