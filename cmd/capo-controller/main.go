@@ -17,6 +17,7 @@ import (
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/controller"
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicogate"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
@@ -29,7 +30,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		opts.CalicoAPI = calicoapi.NewGate(kube.Discovery(), calicoapi.All, 20*time.Second)
+		opts.CalicoAPI = calicogate.NewGate(kube.Discovery(), calicoapi.All, 20*time.Second)
 		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err

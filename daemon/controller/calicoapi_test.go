@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicogate"
 )
 
 // While Calico's types are not served in the group in force, the
@@ -16,7 +17,7 @@ import (
 func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	var served atomic.Bool
 	notServed := &calicoapi.NotServedError{Group: calicoapi.GroupV1, Missing: []string{"ipreservations", "ipamblocks"}}
-	gate := calicoapi.NewGateFunc(func(context.Context) error {
+	gate := calicogate.NewGateFunc(func(context.Context) error {
 		if served.Load() {
 			return nil
 		}

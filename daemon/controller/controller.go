@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/daemon"
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicogate"
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/release"
@@ -52,7 +52,7 @@ type Options struct {
 	// CalicoAPI, when set, gates every read and write of Calico: while a
 	// type capo uses is not served in the group in force, the controller
 	// is not ready and acts on no view of Calico (nil: no gate, for tests).
-	CalicoAPI *calicoapi.Gate
+	CalicoAPI *calicogate.Gate
 }
 
 // Controller wires the parts; Run starts them.

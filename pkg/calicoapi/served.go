@@ -105,3 +105,7 @@ func Verify(ctx context.Context, disc discovery.DiscoveryInterface, etcd bool, n
 	}
 	return m, Supported(m)
 }
+
+// ErrNotChecked holds everything back until a gate's first check: a read
+// in a group Calico does not use sees nothing, and a write is lost.
+var ErrNotChecked = errors.New("the Calico API group in force has not been checked yet")

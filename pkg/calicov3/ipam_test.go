@@ -55,9 +55,11 @@ func server(t *testing.T, served ...string) *IPAM {
 		w.Header().Set("Content-Type", "application/json")
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			_ = json.NewEncoder(w).Encode(metav1.Status{
+				TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
 				Reason: metav1.StatusReasonNotFound, Code: 404, Message: resource + ` "` + name + `" not found`,
-				Details: &metav1.StatusDetails{Name: name, Group: "projectcalico.org", Kind: resource}})
+				Details: &metav1.StatusDetails{Name: name, Group: "projectcalico.org", Kind: resource},
+			})
 			return
 		}
 		_, _ = w.Write([]byte(body))

@@ -1,4 +1,7 @@
-package calicoapi
+// Package calicogate holds capo-controller's reads and writes of Calico back
+// while Calico's API group in force cannot be used (pkg/calicoapi decides
+// and checks it); it links Calico IPAM's types, which capo-install must not.
+package calicogate
 
 import (
 	"context"
@@ -11,12 +14,9 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/discovery"
 
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/reserve"
 )
-
-// ErrNotChecked holds everything back until a gate's first check: a read
-// in a group Calico does not use sees nothing, and a write is lost.
-var ErrNotChecked = errors.New("the Calico API group in force has not been checked yet")
 
 // Gate keeps the outcome of the last check of Calico's API group, and
 // stops every read and write capo makes through it while that failed.
@@ -30,19 +30,19 @@ type Gate struct {
 
 // NewGate checks disc for every type in kinds in the mode in force, and
 // that this build can work there, every period.
-func NewGate(disc discovery.DiscoveryInterface, kinds []Kind, every time.Duration) *Gate {
+func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, every time.Duration) *Gate {
 	return NewGateFunc(func(ctx context.Context) error {
-		if err := Check(ctx, disc, kinds); err != nil {
+		if err := calicoapi.Check(ctx, disc, kinds); err != nil {
 			return err
 		}
-		m, _ := InForce()
-		return Supported(m)
+		m, _ := calicoapi.InForce()
+		return calicoapi.Supported(m)
 	}, every)
 }
 
 // NewGateFunc is a gate on any check.
 func NewGateFunc(check func(context.Context) error, every time.Duration) *Gate {
-	return &Gate{check: check, every: every, err: ErrNotChecked}
+	return &Gate{check: check, every: every, err: calicoapi.ErrNotChecked}
 }
 
 // Run checks now and then every period until ctx ends.
@@ -73,7 +73,7 @@ func (g *Gate) Once(ctx context.Context) {
 	switch {
 	case err != nil && (was == nil || was.Error() != err.Error()):
 		slog.Error("Calico's API group cannot be used: not ready; nothing is read or written in Calico until it can", "err", err)
-	case err == nil && was != nil && was != ErrNotChecked:
+	case err == nil && was != nil && was != calicoapi.ErrNotChecked:
 		slog.Info("Calico's API group serves every type capo uses again", "after", was.Error())
 	}
 }
@@ -192,5 +192,5 @@ var _ reserve.Store = gatedStore{}
 // ErrGate is for tests and callers that need to tell the gate's refusal
 // from a datastore failure.
 func ErrGate(err error) bool {
-	return errors.Is(err, ErrNotChecked) || IsNotServed(err) || errors.As(err, new(*UnsupportedError))
+	return errors.Is(err, calicoapi.ErrNotChecked) || calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError))
 }

@@ -1,4 +1,4 @@
-package calicoapi
+package calicogate
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -19,17 +20,17 @@ func (nobody) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]stri
 }
 
 func TestGateClosedUntilAPassingCheck(t *testing.T) {
-	var err error = &NotServedError{Group: GroupV3, Missing: []string{"ipamhandles"}}
+	var err error = &calicoapi.NotServedError{Group: calicoapi.GroupV3, Missing: []string{"ipamhandles"}}
 	g := NewGateFunc(func(context.Context) error { return err }, time.Hour)
 	s := g.Store(reservetest.NewStore(reserve.DefaultLimits))
 	r := g.Reader(nobody{})
 	ctx := context.Background()
 
-	if _, e := s.List(ctx); !errors.Is(e, ErrNotChecked) {
+	if _, e := s.List(ctx); !errors.Is(e, calicoapi.ErrNotChecked) {
 		t.Fatalf("before the first check: %v", e)
 	}
 	g.Once(ctx)
-	if _, e := s.List(ctx); !IsNotServed(e) {
+	if _, e := s.List(ctx); !calicoapi.IsNotServed(e) {
 		t.Fatalf("not served: %v", e)
 	}
 	if _, _, e := r.GetAssignmentAttributes(ctx, cnet.IP{}); !ErrGate(e) {
