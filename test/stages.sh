@@ -21,7 +21,8 @@ for i in "${!names[@]}"; do
   total=$((total + secs[i]))
 done
 if [ -f e2e.log ] && [[ " $* " == *" e2e "* ]]; then
-  grep -E '^(ok|FAIL|---) ' e2e.log | grep -E '^(ok|FAIL)\s' | awk '{printf "    %-48s %s %s\n", $2, $1, $3}'
+  # go test's package lines: "ok  <tab>pkg<tab>12.3s", "FAIL<tab>pkg<tab>12.3s".
+  grep -E '^(ok|FAIL)[[:space:]]+[a-z]' e2e.log | awk '{printf "    %-48s %s %s\n", $2, $1, $3}'
 fi
 printf '  %-12s %6ss\n' total "$total"
 exit $rc
