@@ -28,6 +28,9 @@ func main() {
 		if err != nil {
 			return err
 		}
+		if opts.Dynamic, err = kubeclient.Dynamic("capo-agent", 5); err != nil {
+			return err
+		}
 		return agent.New(opts, kube, meta, calico).Run(ctx)
 	}))
 }

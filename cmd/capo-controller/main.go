@@ -30,7 +30,11 @@ func main() {
 		if err != nil {
 			return err
 		}
-		opts.CalicoAPI = calicogate.NewGate(kube.Discovery(), calicoapi.All, 20*time.Second)
+		// The gate checks again at once when Calico locks or unlocks.
+		var lock func(context.Context) error
+		gate := calicogate.NewGate(kube.Discovery(), calicoapi.All, func(ctx context.Context) error { return lock(ctx) }, 20*time.Second)
+		lock = calicogate.FollowLock(ctx, oc.Dynamic, calico, func() { go gate.Once(ctx) })
+		opts.CalicoAPI = gate
 		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err

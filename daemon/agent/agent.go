@@ -13,11 +13,13 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/pkg/calicogate"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/pause"
@@ -48,6 +50,10 @@ type Options struct {
 	CapoIPAMSource string        // the capo-ipam binary to install
 	CNIResync      time.Duration // periodic check of the CNI chain
 	UninstallGrace time.Duration // at exit, for a DaemonSet replaced under the same name; 0 = replaceGrace
+
+	// Dynamic watches Calico's ClusterInformation for its datastore lock;
+	// nil reads it at each readiness probe instead.
+	Dynamic dynamic.Interface
 }
 
 // Agent is the composition root: it builds the parts on real clients and
@@ -71,6 +77,7 @@ type Agent struct {
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
 	prober    *prober
+	lock      *calicoLock
 }
 
 // New builds an agent on real clients; meta reads objects' metadata only.
@@ -84,6 +91,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		reapplied: make(chan struct{}, 1),
 	}
 	a.readiness = newReadiness(a.metrics, time.Now)
+	a.lock = newCalicoLock(a.readiness, opts.Dynamic, calicogate.ClusterInfoReady(calico))
 	a.store = watchedStore{Store: calicostore.New(calico, reserve.DefaultLimits), r: a.readiness}
 	cfg := a.config.Get
 	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
@@ -92,7 +100,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.prober = &prober{
 		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
 		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
-		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup),
+		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup, a.lock.check),
 	}
 	a.readiness.calicoAPI(errAPINotChecked)
 	dec := &decider{
@@ -229,6 +237,7 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	}
 	served = make(chan struct{})
 	go func() { errc <- a.server.serve(ctx, l); close(served) }()
+	go a.lock.run(ctx)
 	a.loop(ctx, "prober", a.prober.run)
 	a.loop(ctx, "drainer", a.drainer.run)
 	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })

@@ -23,7 +23,9 @@ var errAPINotChecked = calicoapi.ErrNotChecked
 // netconf, when set, reads the node's calico_api_group now: the operator
 // may switch Calico's group while the agent runs, and calico-ipam reads it
 // on every call.
-func apiChecker(disc discovery.DiscoveryInterface, netconf func() string) func(context.Context) error {
+// lock, when set, is Calico's datastore lock: while Calico upgrades or
+// migrates its datastore, nothing is written.
+func apiChecker(disc discovery.DiscoveryInterface, netconf func() string, lock func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if err := calicoapi.Check(ctx, disc, calicoapi.All); err != nil {
 			return err
@@ -32,16 +34,22 @@ func apiChecker(disc discovery.DiscoveryInterface, netconf func() string) func(c
 		if err := calicoapi.Supported(m); err != nil {
 			return err
 		}
-		if netconf == nil {
-			return nil
+		if netconf != nil {
+			if err := calicoapi.CheckNetconf(m, netconf()); err != nil {
+				return err
+			}
 		}
-		return calicoapi.CheckNetconf(m, netconf())
+		if lock != nil {
+			return lock(ctx)
+		}
+		return nil
 	}
 }
 
 // isAPIProblem tells the sticky failures from a transient one.
 func isAPIProblem(err error) bool {
-	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError)) || errors.As(err, new(*calicoapi.MismatchError))
+	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError)) || errors.As(err, new(*calicoapi.MismatchError)) ||
+		calicoapi.IsLocked(err)
 }
 
 // checkAPI runs the check and records its outcome in r.

@@ -38,7 +38,7 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 	r := newReadiness(nil, time.Now)
 	r.calicoAPI(errAPINotChecked)
 	objs := reservetest.NewObjects()
-	p := &prober{objs: objs, bucket: 0, r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(bare.Discovery(), nil)}
+	p := &prober{objs: objs, bucket: 0, r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(bare.Discovery(), nil, nil)}
 	p.once(context.Background())
 	ok, reason, detail := r.state()
 	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "not served in API group crd.projectcalico.org/v1: ipreservations") {
@@ -69,7 +69,7 @@ func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
 	serveCalicoV1(t, kube)
 	nc := ""
 	r := newReadiness(nil, time.Now)
-	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), func() string { return nc })}
+	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), func() string { return nc }, nil)}
 	p.once(context.Background())
 	r.serve()
 	if ok, reason, detail := r.state(); !ok {

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"github.com/projectcalico/calico/libcalico-go/lib/watch"
@@ -103,3 +105,12 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	}
 	wantReady(t, a.readiness, false, reasonStopping)
 }
+
+// noClusterInfo is a datastore Calico never initialised: no lock.
+type noClusterInfo struct{ clientv3.ClusterInformationInterface }
+
+func (noClusterInfo) Get(context.Context, string, options.GetOptions) (*apiv3.ClusterInformation, error) {
+	return nil, cerrors.ErrorResourceDoesNotExist{Identifier: "default"}
+}
+
+func (fakeCalico) ClusterInformation() clientv3.ClusterInformationInterface { return noClusterInfo{} }

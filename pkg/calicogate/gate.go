@@ -28,15 +28,22 @@ type Gate struct {
 	err error
 }
 
-// NewGate checks disc for every type in kinds in the mode in force, and
-// that this build can work there, every period.
-func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, every time.Duration) *Gate {
+// NewGate checks disc for every type in kinds in the mode in force, that
+// this build can work there, and (lock, when set) that Calico has not
+// locked its datastore for an upgrade or migration, every period.
+func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, lock func(context.Context) error, every time.Duration) *Gate {
 	return NewGateFunc(func(ctx context.Context) error {
 		if err := calicoapi.Check(ctx, disc, kinds); err != nil {
 			return err
 		}
 		m, _ := calicoapi.InForce()
-		return calicoapi.Supported(m)
+		if err := calicoapi.Supported(m); err != nil {
+			return err
+		}
+		if lock != nil {
+			return lock(ctx)
+		}
+		return nil
 	}, every)
 }
 

@@ -1,0 +1,77 @@
+package calicoapi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
+)
+
+func clusterInfo(group string, ready bool) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group, "kind": "ClusterInformation",
+		"metadata": map[string]any{"name": "default"},
+		"spec":     map[string]any{"datastoreReady": ready},
+	}}
+	return u
+}
+
+// The lock follows ClusterInformation default's datastoreReady in the
+// group in force, as Calico's migration sets it, and says so at once.
+func TestLockFollowsCalicosClusterInformation(t *testing.T) {
+	for _, group := range []string{GroupV1, GroupV3} {
+		t.Run(group, func(t *testing.T) {
+			gv, _ := schema.ParseGroupVersion(group)
+			gvr := gv.WithResource("clusterinformations")
+			dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ClusterInformationList"}, clusterInfo(group, true))
+			changed := make(chan struct{}, 10)
+			l := NewLock(Mode{Group: group, Source: SourceDiscovery}, func() { changed <- struct{}{} })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			l.Watch(ctx, dyn)
+			if err := l.Err(); err != nil {
+				t.Fatalf("unlocked datastore: %v", err)
+			}
+			if _, err := dyn.Resource(gvr).Update(ctx, clusterInfo(group, false), metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return IsLocked(l.Err()) }, "the lock")
+			if _, err := dyn.Resource(gvr).Update(ctx, clusterInfo(group, true), metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return l.Err() == nil }, "the unlock")
+			if len(changed) < 2 {
+				t.Fatalf("%d change callbacks, want one a change", len(changed))
+			}
+		})
+	}
+}
+
+// No ClusterInformation, or one without datastoreReady, is no lock.
+func TestLockWithoutClusterInformationIsOpen(t *testing.T) {
+	l := NewLock(Mode{Group: GroupV1, Source: SourceEnv}, nil)
+	l.Set(nil)
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	f := false
+	l.Set(&f)
+	if !IsLocked(l.Err()) {
+		t.Fatal("datastoreReady false is not a lock")
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("%s was not seen in 5 s", what)
+}
