@@ -25,6 +25,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"cap not a duration":          {map[string]any{"config": map[string]any{"maxIPReserveTime": "a day"}}, "maxIPReserveTime"},
 		"unknown mode":                {map[string]any{"config": map[string]any{"returnAddress": "sometimes"}}, "returnAddress"},
 		"unknown datastore":           {map[string]any{"datastore": map[string]any{"type": "etcd"}}, "type"},
+		"unknown Calico API group":    {map[string]any{"datastore": map[string]any{"calicoAPIGroup": "projectcalico.org/v1"}}, "calicoAPIGroup"},
 		"env without a name":          {map[string]any{"agent": map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}}, "name"},
 		"label not a string":          {map[string]any{"controller": map[string]any{"podLabels": map[string]any{"tier": 1}}}, "tier"},
 		"selector typo":               {map[string]any{"config": map[string]any{"podSelectors": []any{map[string]any{"matchLabel": map[string]any{"app": "zk"}}}}}, "matchLabel"},
@@ -69,6 +70,27 @@ func TestReturnAddressRendered(t *testing.T) {
 		_, objs := render(t, "capo", "capo-system", map[string]any{"config": map[string]any{"returnAddress": in}})
 		if got := parsedConfig(t, objs).ReturnAddress; got != want {
 			t.Errorf("returnAddress %v renders as %q, want %q", in, got, want)
+		}
+	}
+}
+
+// datastore.calicoAPIGroup is CALICO_API_GROUP for both workloads, as
+// calico-node is told after Calico's migration; unset, neither has it.
+func TestCalicoAPIGroupRendered(t *testing.T) {
+	for _, group := range []string{"", "projectcalico.org/v3"} {
+		_, objs := render(t, "capo", "capo-system", map[string]any{"datastore": map[string]any{"calicoAPIGroup": group}})
+		for _, w := range [][2]string{{"DaemonSet", "capo-agent"}, {"Deployment", "capo-controller"}} {
+			containers, _, _ := unstructured.NestedSlice(find(t, objs, w[0], w[1]).Object, "spec", "template", "spec", "containers")
+			got := ""
+			env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+			for _, e := range env {
+				if e, _ := e.(map[string]any); e["name"] == "CALICO_API_GROUP" {
+					got, _ = e["value"].(string)
+				}
+			}
+			if got != group {
+				t.Errorf("%s with calicoAPIGroup %q: CALICO_API_GROUP %q", w[1], group, got)
+			}
 		}
 	}
 }

@@ -41,6 +41,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- else if ne .Values.datastore.type "kubernetes" }}
 {{- fail "datastore.type must be kubernetes or etcdv3" }}
 {{- end }}
+{{- with .Values.datastore.calicoAPIGroup }}
+{{- if not (has . (list "projectcalico.org/v3" "crd.projectcalico.org/v1")) }}
+{{- fail "datastore.calicoAPIGroup must be projectcalico.org/v3, crd.projectcalico.org/v1 or empty (decide as Calico does)" }}
+{{- end }}
+- name: CALICO_API_GROUP
+  value: {{ . | quote }}
+{{- end }}
 - name: POD_NAME
   valueFrom: {fieldRef: {fieldPath: metadata.name}}
 - name: POD_NAMESPACE
