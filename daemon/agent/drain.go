@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capo-net/capo/pkg/calicoapi"
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/pause"
@@ -28,7 +29,8 @@ type execReleaser struct {
 }
 
 func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
-	conf, err := plugin.ParseNetConf(rec.Netconf)
+	m, _ := calicoapi.InForce()
+	conf, err := plugin.ParseNetConf(calicoapi.InGroup(rec.Netconf, m))
 	if err != nil {
 		return fmt.Errorf("journaled netconf: %w", err)
 	}

@@ -2,6 +2,7 @@ package calicoapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -59,5 +60,45 @@ func TestSupported(t *testing.T) {
 	}
 	if err := Supported(Mode{Source: SourceDiscovery}); err == nil || !strings.Contains(err.Error(), "does not know") {
 		t.Fatalf("no group: %v", err)
+	}
+}
+
+// A DEL journaled before Calico moved the node to v3 is replayed in v3;
+// one journaled in the group in force, or on etcdv3, is replayed as it is.
+func TestInGroupTellsAJournaledDELTheGroupInForce(t *testing.T) {
+	old := []byte(`{"type":"calico","datastore_type":"kubernetes","ipam":{"type":"capo-ipam"}}`)
+	v1 := []byte(`{"type":"calico","calico_api_group":"crd.projectcalico.org/v1"}`)
+	inV3 := []byte(`{"type":"calico","calico_api_group":"projectcalico.org"}`)
+	for name, tc := range map[string]struct {
+		netconf []byte
+		m       Mode
+		want    string // calico_api_group after, "" = unchanged
+	}{
+		"no key, v3 from the node":  {old, Mode{Group: GroupV3, Source: SourceNetconf}, GroupV3},
+		"v1 key, v3 from env":       {v1, Mode{Group: GroupV3, Source: SourceEnv}, GroupV3},
+		"no key, v3 by discovery":   {old, Mode{Group: GroupV3, Source: SourceDiscovery}, ""},
+		"v1 key, v1 in force":       {v1, Mode{Group: GroupV1, Source: SourceNetconf}, ""},
+		"bare v3 name, v3 in force": {inV3, Mode{Group: GroupV3, Source: SourceNetconf}, ""},
+		"etcdv3":                    {old, Mode{Source: SourceEtcd}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := InGroup(tc.netconf, tc.m)
+			if tc.want == "" {
+				if string(got) != string(tc.netconf) {
+					t.Fatalf("changed: %s", got)
+				}
+				return
+			}
+			var conf map[string]any
+			if err := json.Unmarshal(got, &conf); err != nil {
+				t.Fatal(err)
+			}
+			if conf["calico_api_group"] != tc.want || conf["type"] != "calico" {
+				t.Fatalf("calico_api_group %v in %s, want %s", conf["calico_api_group"], got, tc.want)
+			}
+		})
+	}
+	if got := InGroup([]byte("not json"), Mode{Group: GroupV3, Source: SourceEnv}); string(got) != "not json" {
+		t.Fatalf("unreadable netconf changed: %s", got)
 	}
 }

@@ -1,6 +1,9 @@
 package calicoapi
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // UnsupportedError is a mode this build cannot keep its promises in.
 type UnsupportedError struct{ Mode Mode }
@@ -49,4 +52,37 @@ func CheckNetconf(m Mode, netconf string) error {
 		return &MismatchError{Mode: m, Netconf: g}
 	}
 	return nil
+}
+
+// InGroup is a journaled netconf (the calico plugin's config, as capo-ipam
+// got it) told the group in force, for a DEL replayed later: a teardown
+// journaled before Calico moved to projectcalico.org/v3 is released where
+// calico-ipam now keeps its allocation, not in the locked v1 datastore.
+// The agent is only ready while the node's calico_api_group and m agree,
+// so m is the node's group now. On etcdv3, or unreadable input, netconf is
+// returned as it is (its parser says what is wrong).
+func InGroup(netconf []byte, m Mode) []byte {
+	if m.Source == SourceEtcd || m.Group == "" {
+		return netconf
+	}
+	var conf map[string]json.RawMessage
+	if json.Unmarshal(netconf, &conf) != nil {
+		return netconf
+	}
+	if was, ok := conf["calico_api_group"]; !ok && m.Source == SourceDiscovery {
+		return netconf // calico-ipam decides as capo did
+	} else if ok {
+		var g string
+		if json.Unmarshal(was, &g) == nil && g != "" {
+			if pg, err := parseGroup(g); err == nil && pg == m.Group {
+				return netconf
+			}
+		}
+	}
+	conf["calico_api_group"], _ = json.Marshal(m.Group)
+	out, err := json.Marshal(conf)
+	if err != nil {
+		return netconf
+	}
+	return out
 }

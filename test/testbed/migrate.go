@@ -1,0 +1,128 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// Calico's v1 to v3 datastore migration, in the steps its kube-controllers
+// takes them for a DatastoreMigration (Calico master, kube-controllers'
+// migration controller): lock crd.projectcalico.org/v1 (ClusterInformation
+// datastoreReady false) and drain; make projectcalico.org/v3 served (the
+// aggregated API server's APIService goes; here, Calico's own v3 CRDs are
+// applied); lock v3 (its ClusterInformation created not ready); copy every
+// resource, the v1 backend's projectcalico.org/metadata annotation becoming
+// real labels and annotations and server-set fields cleared; unlock v3.
+// Components then move with CALICO_API_GROUP=projectcalico.org/v3 (the
+// calico plugin's calico_api_group in the CNI config, from install-cni).
+// The v1 datastore stays locked.
+
+var v1Migrated = []struct{ v1, v3, kind string }{
+	{"ippools", "ippools", "IPPool"},
+	{"ipreservations", "ipreservations", "IPReservation"},
+	{"ipamconfigs", "ipamconfigurations", "IPAMConfiguration"},
+	{"blockaffinities", "blockaffinities", "BlockAffinity"},
+	{"ipamblocks", "ipamblocks", "IPAMBlock"},
+	{"ipamhandles", "ipamhandles", "IPAMHandle"},
+	{"felixconfigurations", "felixconfigurations", "FelixConfiguration"},
+}
+
+var (
+	calicoV1 = schema.GroupVersion{Group: "crd.projectcalico.org", Version: "v1"}
+	calicoV3 = schema.GroupVersion{Group: "projectcalico.org", Version: "v3"}
+)
+
+// LockCalico sets ClusterInformation default's datastoreReady in group
+// ("crd.projectcalico.org/v1" or "projectcalico.org/v3"), creating it
+// (from v1's) when absent, as the migration locks and unlocks each side.
+func (b *Bed) LockCalico(ctx context.Context, group string, locked bool) error {
+	dyn, err := dynamic.NewForConfig(b.REST)
+	if err != nil {
+		return err
+	}
+	gv, _ := schema.ParseGroupVersion(group)
+	ci := dyn.Resource(gv.WithResource("clusterinformations"))
+	obj, err := ci.Get(ctx, "default", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && gv == calicoV3 {
+		if obj, err = dyn.Resource(calicoV1.WithResource("clusterinformations")).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			obj = converted(obj, "ClusterInformation")
+			_ = unstructured.SetNestedField(obj.Object, !locked, "spec", "datastoreReady")
+			_, err = ci.Create(ctx, obj, metav1.CreateOptions{})
+		}
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("ClusterInformation in %s: %w", group, err)
+	}
+	_ = unstructured.SetNestedField(obj.Object, !locked, "spec", "datastoreReady")
+	_, err = ci.Update(ctx, obj, metav1.UpdateOptions{})
+	return err
+}
+
+// ServeCalicoV3 applies Calico's own v3 CRDs beside the v1 ones, as the
+// migration makes projectcalico.org/v3 served by CRDs.
+func (b *Bed) ServeCalicoV3(ctx context.Context) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	return b.applyV3CRDs(ctx, root)
+}
+
+// CopyCalicoToV3 copies every Calico resource capo and calico-ipam use
+// from v1 to v3 as the migration converts them, and says how many of each.
+func (b *Bed) CopyCalicoToV3(ctx context.Context) (map[string]int, error) {
+	dyn, err := dynamic.NewForConfig(b.REST)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, r := range v1Migrated {
+		list, err := dyn.Resource(calicoV1.WithResource(r.v1)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return counts, fmt.Errorf("listing v1 %s: %w", r.v1, err)
+		}
+		for i := range list.Items {
+			obj := converted(&list.Items[i], r.kind)
+			if _, err := dyn.Resource(calicoV3.WithResource(r.v3)).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				return counts, fmt.Errorf("creating v3 %s %s: %w", r.kind, obj.GetName(), err)
+			}
+			counts[r.kind]++
+		}
+	}
+	return counts, nil
+}
+
+// converted is v1's object as the migration writes it in v3: the v1
+// backend's metadata annotation read back into labels and annotations,
+// everything the server set cleared.
+func converted(v1 *unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	labels, annotations := v1.GetLabels(), v1.GetAnnotations()
+	if raw, ok := annotations["projectcalico.org/metadata"]; ok {
+		var meta metav1.ObjectMeta
+		if json.Unmarshal([]byte(raw), &meta) == nil {
+			labels = maps.Clone(meta.Labels)
+			annotations = maps.Clone(meta.Annotations)
+		}
+	}
+	delete(annotations, "projectcalico.org/metadata")
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(calicoV3.String())
+	out.SetKind(kind)
+	out.SetName(v1.GetName())
+	out.SetNamespace(v1.GetNamespace())
+	out.SetLabels(labels)
+	out.SetAnnotations(annotations)
+	if spec, ok := v1.Object["spec"]; ok {
+		out.Object["spec"] = spec
+	}
+	return out
+}
