@@ -121,8 +121,13 @@ func converted(v1 *unstructured.Unstructured, kind string) *unstructured.Unstruc
 	out.SetNamespace(v1.GetNamespace())
 	out.SetLabels(labels)
 	out.SetAnnotations(annotations)
-	if spec, ok := v1.Object["spec"]; ok {
+	if spec, ok := v1.Object["spec"].(map[string]any); ok {
 		out.Object["spec"] = spec
+		// v1's BlockAffinity keeps deleted as a string ("false"), v3's
+		// as a boolean: the v1 backend's model types carry it across.
+		if d, ok := spec["deleted"].(string); ok && kind == "BlockAffinity" {
+			spec["deleted"] = d == "true"
+		}
 	}
 	return out
 }
