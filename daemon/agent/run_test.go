@@ -107,7 +107,9 @@ func TestRunStopsWithItsContext(t *testing.T) {
 }
 
 // noClusterInfo is a datastore Calico never initialised: no lock.
-type noClusterInfo struct{ clientv3.ClusterInformationInterface }
+type noClusterInfo struct {
+	clientv3.ClusterInformationInterface
+}
 
 func (noClusterInfo) Get(context.Context, string, options.GetOptions) (*apiv3.ClusterInformation, error) {
 	return nil, cerrors.ErrorResourceDoesNotExist{Identifier: "default"}
