@@ -119,40 +119,48 @@ type annotationsAgent interface {
 // while its pod's own teardown waits in the journal.
 const maxAgentWait = 10 * time.Second
 
-// The pod's UID tells the agent which object to answer for: a StatefulSet
-// pod re-created under the same name may still be the old one in its cache.
-//
-// A pod whose own teardown waits in the journal (its node rebooted, or the
-// agent was away as the sandbox went) is the one pod the agent may have
-// addresses to give back to, and only once it has replayed that teardown:
-// such an ADD waits for the agent, a quarter of its deadline and at most
-// maxAgentWait, before it asks the API server and takes fresh addresses.
-// Every other ADD asks once.
+// Get asks the agent, with the pod's UID: it tells the agent which object
+// to answer for, since a StatefulSet pod re-created under the same name may
+// still be the old one in its cache. An agent that does not answer is
+// awaited if the pod's own teardown waits in the journal (awaitAgent);
+// otherwise, or if it still does not answer, the API server is asked.
 func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
 	resp, err := a.ask(ctx, pod)
+	if err != nil && a.awaited != nil && a.awaited(pod) {
+		resp, err = a.awaitAgent(ctx, pod, err)
+	}
 	if err == nil {
 		return resp, nil
-	}
-	if a.awaited != nil && a.awaited(pod) {
-		wait := min(maxAgentWait, returnShare(ctx))
-		slog.Info("waiting for the agent: the pod's own teardown waits in the journal, and the agent may give its addresses back once it has replayed it", "pod", pod.Namespace+"/"+pod.Name, "for", wait, "err", err)
-		start := time.Now()
-		for deadline := start.Add(wait); err != nil && time.Now().Before(deadline); {
-			if !pause.Sleep(ctx, min(a.retry, time.Until(deadline))) {
-				break
-			}
-			resp, err = a.ask(ctx, pod)
-		}
-		if err == nil {
-			slog.Info("the agent answered", "pod", pod.Namespace+"/"+pod.Name, "after", time.Since(start).Round(time.Millisecond))
-			return resp, nil
-		}
 	}
 	if a.fallback == nil {
 		return nil, fmt.Errorf("reading Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
 	}
 	slog.Info("agent could not give the pod's annotations; reading the API server", "err", err)
 	return a.fallback.Get(ctx, pod)
+}
+
+// awaitAgent asks the agent again until it answers, for a pod whose own
+// teardown waits in the journal (its node rebooted, or the agent was away
+// as the sandbox went): the one pod the agent may have addresses to give
+// back to, and only once it has replayed that teardown. It waits a quarter
+// of the ADD's deadline, at most maxAgentWait, and returns the last error
+// (first: the one that started the wait) if the agent never answered.
+func (a agentAnnotations) awaitAgent(ctx context.Context, pod wire.PodRef, first error) (*wire.AnnotationsResponse, error) {
+	wait := min(maxAgentWait, returnShare(ctx))
+	slog.Info("waiting for the agent: the pod's own teardown waits in the journal, and the agent may give its addresses back once it has replayed it", "pod", pod.Namespace+"/"+pod.Name, "for", wait, "err", first)
+	var resp *wire.AnnotationsResponse
+	err := first
+	start := time.Now()
+	for deadline := start.Add(wait); err != nil && time.Now().Before(deadline); {
+		if !pause.Sleep(ctx, min(a.retry, time.Until(deadline))) {
+			break
+		}
+		resp, err = a.ask(ctx, pod)
+	}
+	if err == nil {
+		slog.Info("the agent answered", "pod", pod.Namespace+"/"+pod.Name, "after", time.Since(start).Round(time.Millisecond))
+	}
+	return resp, err
 }
 
 func (a agentAnnotations) ask(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
@@ -166,45 +174,22 @@ type pendingLister interface {
 	Pending() ([]journal.Entry, error)
 }
 
-// teardownAwaited reports whether j holds a journaled DEL of pod (its
-// namespace and name: a StatefulSet's member comes back under a new UID)
-// that the agent selected at ADD: a teardown the agent reserves from, and
-// may give back, once it replays it.
+// teardownAwaited reports whether j holds a journaled DEL of pod
+// (journal.TeardownsOf) that the agent selected at ADD: a teardown the
+// agent reserves from, and may give back, once it replays it.
 func teardownAwaited(j pendingLister) func(wire.PodRef) bool {
 	return func(pod wire.PodRef) bool {
 		entries, err := j.Pending()
 		if err != nil {
 			return false
 		}
-		for _, e := range entries {
-			if e.Record == nil {
-				continue
-			}
-			r := e.Record.Request
-			if r.Pod.Namespace == pod.Namespace && r.Pod.Name == pod.Name && r.AtAdd != nil && r.AtAdd.Selected {
+		for _, e := range journal.TeardownsOf(entries, pod) {
+			if at := e.Record.Request.AtAdd; at != nil && at.Selected {
 				return true
 			}
 		}
 		return false
 	}
-}
-
-// calicoSettings are the calico plugin's own keys that decide whether and
-// how it reads the pod: its kubeconfig, and its policy type (it reads pods,
-// and so their IPAM annotations, only with policy type "k8s").
-type calicoSettings struct {
-	Kubernetes struct {
-		Kubeconfig string `json:"kubeconfig"`
-	} `json:"kubernetes"`
-	Policy struct {
-		Type string `json:"type"`
-	} `json:"policy"`
-}
-
-func calicoSettingsOf(conf *NetConf) calicoSettings {
-	var s calicoSettings
-	_ = json.Unmarshal(conf.Raw(), &s)
-	return s
 }
 
 // kubeAnnotations reads from the API server with the calico plugin's own

@@ -32,6 +32,7 @@ type NetConf struct {
 	CNIVersion string
 	IPAM       IPAMConf
 
+	calico             calicoSettings
 	raw                []byte
 	ipamStart, ipamEnd int // byte span of the top-level "ipam" value in raw
 }
@@ -74,13 +75,16 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 		return nil, err
 	}
 	var top struct {
-		Name       string `json:"name"`
-		CNIVersion string `json:"cniVersion"`
+		Name       string          `json:"name"`
+		CNIVersion string          `json:"cniVersion"`
+		Kubernetes json.RawMessage `json:"kubernetes"`
+		Policy     json.RawMessage `json:"policy"`
 	}
 	if err := json.Unmarshal(stdin, &top); err != nil {
 		return nil, fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
 	}
 	conf.Name, conf.CNIVersion = top.Name, top.CNIVersion
+	conf.calico = calicoSettingsOf(top.Kubernetes, top.Policy)
 	if err := conf.parseIPAM(stdin[conf.ipamStart:conf.ipamEnd]); err != nil {
 		return nil, err
 	}
@@ -174,3 +178,29 @@ func (c *NetConf) DelegateNetConf() []byte {
 
 // Raw is the netconf exactly as it arrived on stdin.
 func (c *NetConf) Raw() []byte { return c.raw }
+
+// calicoSettings are the calico plugin's own keys that decide whether and
+// how it reads the pod: its kubeconfig, and its policy type (it reads pods,
+// and so their IPAM annotations, only with policy type "k8s").
+type calicoSettings struct {
+	Kubernetes struct {
+		Kubeconfig string `json:"kubeconfig"`
+	}
+	Policy struct {
+		Type string `json:"type"`
+	}
+}
+
+// calicoSettingsOf decodes the two blocks as the calico plugin reads them,
+// each on its own: a key of an unexpected type leaves its setting empty
+// and fails nothing, since these keys are the calico plugin's to check.
+func calicoSettingsOf(kubernetes, policy json.RawMessage) calicoSettings {
+	var s calicoSettings
+	if len(kubernetes) > 0 {
+		_ = json.Unmarshal(kubernetes, &s.Kubernetes)
+	}
+	if len(policy) > 0 {
+		_ = json.Unmarshal(policy, &s.Policy)
+	}
+	return s
+}
