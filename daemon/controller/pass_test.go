@@ -22,6 +22,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -285,7 +286,7 @@ func TestPassSkipsAnUnreadableObject(t *testing.T) {
 	b := newPassBed(t)
 	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", 2*time.Hour))
 	b.reserve("n2", held("10.0.0.2", "kafka", "b-0", 2*time.Hour))
-	broken := reserve.BucketName(reserve.BucketOf("n2"), 0)
+	broken := calicostore.BucketName(reserve.BucketOf("n2"), 0)
 	o, _ := b.store.Objects.Object(broken)
 	o.Annotations[reserve.MetadataAnnotation] = "v9;?"
 	b.store.Objects.Put(o)
