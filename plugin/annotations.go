@@ -51,47 +51,56 @@ func applyCalicoAnnotations(delegate json.RawMessage, nsAnn, podAnn map[string]s
 	if err := json.Unmarshal(delegate, &ipam); err != nil {
 		return nil, false, fmt.Errorf("ipam.delegate: %w", err)
 	}
-	list := func(key, value, from string) ([]string, error) {
-		var l []string
-		if err := json.Unmarshal([]byte(value), &l); err != nil {
-			return nil, fmt.Errorf("annotation %s=%q on %s is not a JSON list of pool names or CIDRs, like [\"default-ipv4-ippool\"]: %v", key, value, from, err)
-		}
-		return l, nil
+	if err := setPools(ipam, "ipv4_pools", AnnotationIPv4Pools, v4, v4From); err != nil {
+		return nil, false, err
 	}
-	if v4 != "" {
-		l, err := list(AnnotationIPv4Pools, v4, v4From)
-		if err != nil {
-			return nil, false, err
-		}
-		ipam["ipv4_pools"] = l
+	if err := setPools(ipam, "ipv6_pools", AnnotationIPv6Pools, v6, v6From); err != nil {
+		return nil, false, err
 	}
-	if v6 != "" {
-		l, err := list(AnnotationIPv6Pools, v6, v6From)
-		if err != nil {
-			return nil, false, err
-		}
-		ipam["ipv6_pools"] = l
-	}
-	if fam != "" {
-		var l []string
-		if err := json.Unmarshal([]byte(fam), &l); err != nil {
-			return nil, false, fmt.Errorf("annotation %s=%q on %s is not a JSON list like [\"IPv4\",\"IPv6\"]: %v", AnnotationIPFamilies, fam, famFrom, err)
-		}
-		v4on, v6on := "false", "false"
-		for _, f := range l {
-			switch f {
-			case "IPv4":
-				v4on = "true"
-			case "IPv6":
-				v6on = "true"
-			default:
-				return nil, false, fmt.Errorf("annotation %s=%q on %s: %q is not IPv4 or IPv6", AnnotationIPFamilies, fam, famFrom, f)
-			}
-		}
-		ipam["assign_ipv4"], ipam["assign_ipv6"] = v4on, v6on
+	if err := setFamilies(ipam, fam, famFrom); err != nil {
+		return nil, false, err
 	}
 	out, err := json.Marshal(ipam)
 	return out, true, err
+}
+
+// setPools sets key (ipv4_pools, ipv6_pools) of the delegate's ipam block
+// to the pools annotation's list; an empty value leaves it as it is.
+func setPools(ipam map[string]any, key, annotation, value, from string) error {
+	if value == "" {
+		return nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(value), &l); err != nil {
+		return fmt.Errorf("annotation %s=%q on %s is not a JSON list of pool names or CIDRs, like [\"default-ipv4-ippool\"]: %v", annotation, value, from, err)
+	}
+	ipam[key] = l
+	return nil
+}
+
+// setFamilies turns the ipFamilies annotation into calico-ipam's
+// assign_ipv4 and assign_ipv6; an empty value leaves them as they are.
+func setFamilies(ipam map[string]any, fam, from string) error {
+	if fam == "" {
+		return nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(fam), &l); err != nil {
+		return fmt.Errorf("annotation %s=%q on %s is not a JSON list like [\"IPv4\",\"IPv6\"]: %v", AnnotationIPFamilies, fam, from, err)
+	}
+	v4on, v6on := "false", "false"
+	for _, f := range l {
+		switch f {
+		case "IPv4":
+			v4on = "true"
+		case "IPv6":
+			v6on = "true"
+		default:
+			return fmt.Errorf("annotation %s=%q on %s: %q is not IPv4 or IPv6", AnnotationIPFamilies, fam, from, f)
+		}
+	}
+	ipam["assign_ipv4"], ipam["assign_ipv6"] = v4on, v6on
+	return nil
 }
 
 // agentAnnotations asks the node's agent, which holds the node's pods and
