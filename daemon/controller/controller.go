@@ -177,6 +177,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.synced.Store(true)
 	daemon.ReleaseStartupMemory()
 	go c.coverer.runLost(ctx)
+	return c.seekLease(ctx, errc)
+}
+
+// seekLease runs for the lease until ctx ends, or the metrics server (errc)
+// fails; lead runs whenever this replica holds it.
+func (c *Controller) seekLease(ctx context.Context, errc <-chan error) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaName(c.opts.Namespace, c.opts.LeaseName),
 		Client:     c.kube.CoordinationV1(),

@@ -35,57 +35,70 @@ type badTTL struct {
 // ScaleDownAnnotation; it returns the invalid and the cut ones apart.
 func (c *caches) policy(w *release.World, cfg *config.Config) []badTTL {
 	t := release.TTLs{Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{}}
-	var bad []badTTL
-	read := func(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
-		v, ok := ann[release.TTLAnnotation]
-		if !ok {
-			return
-		}
-		d, err := release.ParseTTL(v)
-		if err != nil {
-			bad = append(bad, badTTL{obj: obj, key: key, value: v, err: err})
-			return
-		}
-		if capped, cut := cfg.CapReserveTime(d); cut {
-			bad = append(bad, badTTL{obj: obj, key: key, value: v, capped: capped})
-			d = capped
-		}
-		set(d)
-	}
+	r := &policyReader{cfg: cfg}
 	w.RecreateNamespaces, w.RecreateSets = map[string]bool{}, map[release.OwnerKey]bool{}
-	keep := func(obj runtime.Object, key string, ann map[string]string, annotation string) bool {
-		k, err := release.ParseKeep(annotation, ann[annotation])
-		if err != nil {
-			bad = append(bad, badTTL{obj: obj, key: key + "/" + annotation, value: ann[annotation], err: err})
-		}
-		return k
-	}
 	for _, ns := range kubeclient.Listed[corev1.Namespace](c.namespaces.GetStore().List()) {
-		read(ns, "Namespace/"+ns.Name, ns.Annotations, func(d time.Duration) { t.Namespaces[ns.Name] = d })
-		if keep(ns, "Namespace/"+ns.Name, ns.Annotations, release.RecreateAnnotation) {
+		r.ttl(ns, "Namespace/"+ns.Name, ns.Annotations, func(d time.Duration) { t.Namespaces[ns.Name] = d })
+		if r.keep(ns, "Namespace/"+ns.Name, ns.Annotations, release.RecreateAnnotation) {
 			w.RecreateNamespaces[ns.Name] = true
 		}
 	}
 	for _, s := range kubeclient.Listed[appsv1.StatefulSet](c.sets.GetStore().List()) {
 		k := release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}
-		read(s, "StatefulSet/"+s.Namespace+"/"+s.Name, s.Annotations, func(d time.Duration) { t.Sets[k] = d })
 		key := "StatefulSet/" + s.Namespace + "/" + s.Name
-		if o, ok := w.Owners[k]; keep(s, key, s.Annotations, release.ScaleDownAnnotation) && ok && o.UID == string(s.UID) {
+		r.ttl(s, key, s.Annotations, func(d time.Duration) { t.Sets[k] = d })
+		if o, ok := w.Owners[k]; r.keep(s, key, s.Annotations, release.ScaleDownAnnotation) && ok && o.UID == string(s.UID) {
 			o.KeepScaledDown = true
 			w.Owners[k] = o
 		}
 		// A set being deleted counts too: the controller remembers it.
-		if keep(s, key, s.Annotations, release.RecreateAnnotation) {
+		if r.keep(s, key, s.Annotations, release.RecreateAnnotation) {
 			w.RecreateSets[k] = true
 		}
 	}
 	annotated, _ := c.pods.GetIndexer().ByIndex(byTTL, byTTL)
 	for _, p := range kubeclient.Listed[corev1.Pod](annotated) {
 		key := p.Namespace + "/" + p.Name
-		read(p, "Pod/"+key, p.Annotations, func(d time.Duration) { t.Pods[key] = d })
+		r.ttl(p, "Pod/"+key, p.Annotations, func(d time.Duration) { t.Pods[key] = d })
 	}
 	w.TTLs = t
-	return bad
+	return r.bad
+}
+
+// policyReader reads one pass's policy annotations, and keeps apart what
+// is wrong with them.
+type policyReader struct {
+	cfg *config.Config
+	bad []badTTL
+}
+
+// ttl hands set the object's TTLAnnotation, if valid, cut to
+// maxIPReserveTime.
+func (r *policyReader) ttl(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
+	v, ok := ann[release.TTLAnnotation]
+	if !ok {
+		return
+	}
+	d, err := release.ParseTTL(v)
+	if err != nil {
+		r.bad = append(r.bad, badTTL{obj: obj, key: key, value: v, err: err})
+		return
+	}
+	if capped, cut := r.cfg.CapReserveTime(d); cut {
+		r.bad = append(r.bad, badTTL{obj: obj, key: key, value: v, capped: capped})
+		d = capped
+	}
+	set(d)
+}
+
+// keep reads one of the keep annotations (ScaleDownAnnotation,
+// RecreateAnnotation); an invalid one reads as not kept.
+func (r *policyReader) keep(obj runtime.Object, key string, ann map[string]string, annotation string) bool {
+	k, err := release.ParseKeep(annotation, ann[annotation])
+	if err != nil {
+		r.bad = append(r.bad, badTTL{obj: obj, key: key + "/" + annotation, value: ann[annotation], err: err})
+	}
+	return k
 }
 
 // reportBadTTLs warns once per object and value with an Event on the
