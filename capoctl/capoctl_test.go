@@ -15,6 +15,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -107,7 +108,7 @@ func TestReleaseAsksAndComparesAddressesAsValues(t *testing.T) {
 func TestListWarnsOfUnreadableObjects(t *testing.T) {
 	c := newCtl(t)
 	c.reserve("worker-3", entry("10.42.7.19", "broker-2", time.Minute))
-	name := reserve.BucketName(reserve.BucketOf("worker-3"), 0)
+	name := calicostore.BucketName(reserve.BucketOf("worker-3"), 0)
 	o, _ := c.store.Objects.Object(name)
 	o.Annotations[reserve.MetadataAnnotation] = "z2:garbage"
 	c.store.Objects.Put(o)

@@ -51,47 +51,56 @@ func applyCalicoAnnotations(delegate json.RawMessage, nsAnn, podAnn map[string]s
 	if err := json.Unmarshal(delegate, &ipam); err != nil {
 		return nil, false, fmt.Errorf("ipam.delegate: %w", err)
 	}
-	list := func(key, value, from string) ([]string, error) {
-		var l []string
-		if err := json.Unmarshal([]byte(value), &l); err != nil {
-			return nil, fmt.Errorf("annotation %s=%q on %s is not a JSON list of pool names or CIDRs, like [\"default-ipv4-ippool\"]: %v", key, value, from, err)
-		}
-		return l, nil
+	if err := setPools(ipam, "ipv4_pools", AnnotationIPv4Pools, v4, v4From); err != nil {
+		return nil, false, err
 	}
-	if v4 != "" {
-		l, err := list(AnnotationIPv4Pools, v4, v4From)
-		if err != nil {
-			return nil, false, err
-		}
-		ipam["ipv4_pools"] = l
+	if err := setPools(ipam, "ipv6_pools", AnnotationIPv6Pools, v6, v6From); err != nil {
+		return nil, false, err
 	}
-	if v6 != "" {
-		l, err := list(AnnotationIPv6Pools, v6, v6From)
-		if err != nil {
-			return nil, false, err
-		}
-		ipam["ipv6_pools"] = l
-	}
-	if fam != "" {
-		var l []string
-		if err := json.Unmarshal([]byte(fam), &l); err != nil {
-			return nil, false, fmt.Errorf("annotation %s=%q on %s is not a JSON list like [\"IPv4\",\"IPv6\"]: %v", AnnotationIPFamilies, fam, famFrom, err)
-		}
-		v4on, v6on := "false", "false"
-		for _, f := range l {
-			switch f {
-			case "IPv4":
-				v4on = "true"
-			case "IPv6":
-				v6on = "true"
-			default:
-				return nil, false, fmt.Errorf("annotation %s=%q on %s: %q is not IPv4 or IPv6", AnnotationIPFamilies, fam, famFrom, f)
-			}
-		}
-		ipam["assign_ipv4"], ipam["assign_ipv6"] = v4on, v6on
+	if err := setFamilies(ipam, fam, famFrom); err != nil {
+		return nil, false, err
 	}
 	out, err := json.Marshal(ipam)
 	return out, true, err
+}
+
+// setPools sets key (ipv4_pools, ipv6_pools) of the delegate's ipam block
+// to the pools annotation's list; an empty value leaves it as it is.
+func setPools(ipam map[string]any, key, annotation, value, from string) error {
+	if value == "" {
+		return nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(value), &l); err != nil {
+		return fmt.Errorf("annotation %s=%q on %s is not a JSON list of pool names or CIDRs, like [\"default-ipv4-ippool\"]: %v", annotation, value, from, err)
+	}
+	ipam[key] = l
+	return nil
+}
+
+// setFamilies turns the ipFamilies annotation into calico-ipam's
+// assign_ipv4 and assign_ipv6; an empty value leaves them as they are.
+func setFamilies(ipam map[string]any, fam, from string) error {
+	if fam == "" {
+		return nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(fam), &l); err != nil {
+		return fmt.Errorf("annotation %s=%q on %s is not a JSON list like [\"IPv4\",\"IPv6\"]: %v", AnnotationIPFamilies, fam, from, err)
+	}
+	v4on, v6on := "false", "false"
+	for _, f := range l {
+		switch f {
+		case "IPv4":
+			v4on = "true"
+		case "IPv6":
+			v6on = "true"
+		default:
+			return fmt.Errorf("annotation %s=%q on %s: %q is not IPv4 or IPv6", AnnotationIPFamilies, fam, from, f)
+		}
+	}
+	ipam["assign_ipv4"], ipam["assign_ipv6"] = v4on, v6on
+	return nil
 }
 
 // agentAnnotations asks the node's agent, which holds the node's pods and
@@ -119,40 +128,48 @@ type annotationsAgent interface {
 // while its pod's own teardown waits in the journal.
 const maxAgentWait = 10 * time.Second
 
-// The pod's UID tells the agent which object to answer for: a StatefulSet
-// pod re-created under the same name may still be the old one in its cache.
-//
-// A pod whose own teardown waits in the journal (its node rebooted, or the
-// agent was away as the sandbox went) is the one pod the agent may have
-// addresses to give back to, and only once it has replayed that teardown:
-// such an ADD waits for the agent, a quarter of its deadline and at most
-// maxAgentWait, before it asks the API server and takes fresh addresses.
-// Every other ADD asks once.
+// Get asks the agent, with the pod's UID: it tells the agent which object
+// to answer for, since a StatefulSet pod re-created under the same name may
+// still be the old one in its cache. An agent that does not answer is
+// awaited if the pod's own teardown waits in the journal (awaitAgent);
+// otherwise, or if it still does not answer, the API server is asked.
 func (a agentAnnotations) Get(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
 	resp, err := a.ask(ctx, pod)
+	if err != nil && a.awaited != nil && a.awaited(pod) {
+		resp, err = a.awaitAgent(ctx, pod, err)
+	}
 	if err == nil {
 		return resp, nil
-	}
-	if a.awaited != nil && a.awaited(pod) {
-		wait := min(maxAgentWait, returnShare(ctx))
-		slog.Info("waiting for the agent: the pod's own teardown waits in the journal, and the agent may give its addresses back once it has replayed it", "pod", pod.Namespace+"/"+pod.Name, "for", wait, "err", err)
-		start := time.Now()
-		for deadline := start.Add(wait); err != nil && time.Now().Before(deadline); {
-			if !pause.Sleep(ctx, min(a.retry, time.Until(deadline))) {
-				break
-			}
-			resp, err = a.ask(ctx, pod)
-		}
-		if err == nil {
-			slog.Info("the agent answered", "pod", pod.Namespace+"/"+pod.Name, "after", time.Since(start).Round(time.Millisecond))
-			return resp, nil
-		}
 	}
 	if a.fallback == nil {
 		return nil, fmt.Errorf("reading Calico's IPAM annotations: %w (and the netconf names no kubernetes.kubeconfig to read them directly)", err)
 	}
 	slog.Info("agent could not give the pod's annotations; reading the API server", "err", err)
 	return a.fallback.Get(ctx, pod)
+}
+
+// awaitAgent asks the agent again until it answers, for a pod whose own
+// teardown waits in the journal (its node rebooted, or the agent was away
+// as the sandbox went): the one pod the agent may have addresses to give
+// back to, and only once it has replayed that teardown. It waits a quarter
+// of the ADD's deadline, at most maxAgentWait, and returns the last error
+// (first: the one that started the wait) if the agent never answered.
+func (a agentAnnotations) awaitAgent(ctx context.Context, pod wire.PodRef, first error) (*wire.AnnotationsResponse, error) {
+	wait := min(maxAgentWait, returnShare(ctx))
+	slog.Info("waiting for the agent: the pod's own teardown waits in the journal, and the agent may give its addresses back once it has replayed it", "pod", pod.Namespace+"/"+pod.Name, "for", wait, "err", first)
+	var resp *wire.AnnotationsResponse
+	err := first
+	start := time.Now()
+	for deadline := start.Add(wait); err != nil && time.Now().Before(deadline); {
+		if !pause.Sleep(ctx, min(a.retry, time.Until(deadline))) {
+			break
+		}
+		resp, err = a.ask(ctx, pod)
+	}
+	if err == nil {
+		slog.Info("the agent answered", "pod", pod.Namespace+"/"+pod.Name, "after", time.Since(start).Round(time.Millisecond))
+	}
+	return resp, err
 }
 
 func (a agentAnnotations) ask(ctx context.Context, pod wire.PodRef) (*wire.AnnotationsResponse, error) {
@@ -166,45 +183,22 @@ type pendingLister interface {
 	Pending() ([]journal.Entry, error)
 }
 
-// teardownAwaited reports whether j holds a journaled DEL of pod (its
-// namespace and name: a StatefulSet's member comes back under a new UID)
-// that the agent selected at ADD: a teardown the agent reserves from, and
-// may give back, once it replays it.
+// teardownAwaited reports whether j holds a journaled DEL of pod
+// (journal.TeardownsOf) that the agent selected at ADD: a teardown the
+// agent reserves from, and may give back, once it replays it.
 func teardownAwaited(j pendingLister) func(wire.PodRef) bool {
 	return func(pod wire.PodRef) bool {
 		entries, err := j.Pending()
 		if err != nil {
 			return false
 		}
-		for _, e := range entries {
-			if e.Record == nil {
-				continue
-			}
-			r := e.Record.Request
-			if r.Pod.Namespace == pod.Namespace && r.Pod.Name == pod.Name && r.AtAdd != nil && r.AtAdd.Selected {
+		for _, e := range journal.TeardownsOf(entries, pod) {
+			if at := e.Record.Request.AtAdd; at != nil && at.Selected {
 				return true
 			}
 		}
 		return false
 	}
-}
-
-// calicoSettings are the calico plugin's own keys that decide whether and
-// how it reads the pod: its kubeconfig, and its policy type (it reads pods,
-// and so their IPAM annotations, only with policy type "k8s").
-type calicoSettings struct {
-	Kubernetes struct {
-		Kubeconfig string `json:"kubeconfig"`
-	} `json:"kubernetes"`
-	Policy struct {
-		Type string `json:"type"`
-	} `json:"policy"`
-}
-
-func calicoSettingsOf(conf *NetConf) calicoSettings {
-	var s calicoSettings
-	_ = json.Unmarshal(conf.Raw(), &s)
-	return s
 }
 
 // kubeAnnotations reads from the API server with the calico plugin's own

@@ -32,6 +32,7 @@ type NetConf struct {
 	CNIVersion string
 	IPAM       IPAMConf
 
+	calico             calicoSettings
 	raw                []byte
 	ipamStart, ipamEnd int // byte span of the top-level "ipam" value in raw
 }
@@ -74,13 +75,16 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 		return nil, err
 	}
 	var top struct {
-		Name       string `json:"name"`
-		CNIVersion string `json:"cniVersion"`
+		Name       string          `json:"name"`
+		CNIVersion string          `json:"cniVersion"`
+		Kubernetes json.RawMessage `json:"kubernetes"`
+		Policy     json.RawMessage `json:"policy"`
 	}
 	if err := json.Unmarshal(stdin, &top); err != nil {
 		return nil, fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
 	}
 	conf.Name, conf.CNIVersion = top.Name, top.CNIVersion
+	conf.calico = calicoSettingsOf(top.Kubernetes, top.Policy)
 	if err := conf.parseIPAM(stdin[conf.ipamStart:conf.ipamEnd]); err != nil {
 		return nil, err
 	}
@@ -129,38 +133,53 @@ func (c *NetConf) parseIPAM(block []byte) error {
 	} else if len(stray) > 0 {
 		return fmt.Errorf(`ipam has unknown keys (%s) beside "delegate": settings for the delegate belong inside ipam.delegate`, strings.Join(stray, ", "))
 	}
+	t, err := delegateTypeOf(c.IPAM.Delegate)
+	if err != nil {
+		return err
+	}
+	c.IPAM.delegateType = t
+	c.IPAM.setDefaults()
+	return nil
+}
+
+// delegateTypeOf is the delegate block's plugin type, which must name
+// another plugin than capo-ipam, by name.
+func delegateTypeOf(delegate json.RawMessage) (string, error) {
 	var d struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(c.IPAM.Delegate, &d); err != nil {
-		return fmt.Errorf(`ipam.delegate must be a JSON object with a "type", like {"type": "calico-ipam"}: %w`, err)
+	if err := json.Unmarshal(delegate, &d); err != nil {
+		return "", fmt.Errorf(`ipam.delegate must be a JSON object with a "type", like {"type": "calico-ipam"}: %w`, err)
 	}
 	switch d.Type {
 	case "":
-		return errors.New(`ipam.delegate has no "type"; give the original ipam block, like {"type": "calico-ipam"}`)
+		return "", errors.New(`ipam.delegate has no "type"; give the original ipam block, like {"type": "calico-ipam"}`)
 	case PluginType:
-		return errors.New(`ipam.delegate is capo-ipam itself; it must be the original ipam block, like {"type": "calico-ipam"}`)
+		return "", errors.New(`ipam.delegate is capo-ipam itself; it must be the original ipam block, like {"type": "calico-ipam"}`)
 	}
 	if strings.ContainsAny(d.Type, `/\`) {
-		return fmt.Errorf("ipam.delegate type %q must be a plugin name, not a path", d.Type)
+		return "", fmt.Errorf("ipam.delegate type %q must be a plugin name, not a path", d.Type)
 	}
-	c.IPAM.delegateType = d.Type
-	if c.IPAM.UninstalledAfter <= 0 {
-		c.IPAM.UninstalledAfter = Duration(goneAfter)
+	return d.Type, nil
+}
+
+// setDefaults fills what the ipam block leaves out.
+func (c *IPAMConf) setDefaults() {
+	if c.UninstalledAfter <= 0 {
+		c.UninstalledAfter = Duration(goneAfter)
 	}
-	if c.IPAM.DelegateTimeout <= 0 {
-		c.IPAM.DelegateTimeout = Duration(DefaultDelegateTimeout)
+	if c.DelegateTimeout <= 0 {
+		c.DelegateTimeout = Duration(DefaultDelegateTimeout)
 	}
-	if c.IPAM.AgentTimeout <= 0 {
-		c.IPAM.AgentTimeout = Duration(DefaultAgentTimeout)
+	if c.AgentTimeout <= 0 {
+		c.AgentTimeout = Duration(DefaultAgentTimeout)
 	}
-	if c.IPAM.AgentSocket == "" {
-		c.IPAM.AgentSocket = wire.DefaultSocket
+	if c.AgentSocket == "" {
+		c.AgentSocket = wire.DefaultSocket
 	}
-	if c.IPAM.StateDir == "" {
-		c.IPAM.StateDir = journal.DefaultStateDir
+	if c.StateDir == "" {
+		c.StateDir = journal.DefaultStateDir
 	}
-	return nil
 }
 
 // DelegateType is the plugin name of the delegate, e.g. "calico-ipam".
@@ -174,3 +193,29 @@ func (c *NetConf) DelegateNetConf() []byte {
 
 // Raw is the netconf exactly as it arrived on stdin.
 func (c *NetConf) Raw() []byte { return c.raw }
+
+// calicoSettings are the calico plugin's own keys that decide whether and
+// how it reads the pod: its kubeconfig, and its policy type (it reads pods,
+// and so their IPAM annotations, only with policy type "k8s").
+type calicoSettings struct {
+	Kubernetes struct {
+		Kubeconfig string `json:"kubeconfig"`
+	}
+	Policy struct {
+		Type string `json:"type"`
+	}
+}
+
+// calicoSettingsOf decodes the two blocks as the calico plugin reads them,
+// each on its own: a key of an unexpected type leaves its setting empty
+// and fails nothing, since these keys are the calico plugin's to check.
+func calicoSettingsOf(kubernetes, policy json.RawMessage) calicoSettings {
+	var s calicoSettings
+	if len(kubernetes) > 0 {
+		_ = json.Unmarshal(kubernetes, &s.Kubernetes)
+	}
+	if len(policy) > 0 {
+		_ = json.Unmarshal(policy, &s.Policy)
+	}
+	return s
+}

@@ -94,3 +94,23 @@ func FuzzParseNetConf(f *testing.F) {
 		}
 	})
 }
+
+// The calico plugin's keys are read with the netconf, once: a key of an
+// unexpected type leaves its setting empty and fails nothing, as each was
+// read on its own before.
+func TestParseNetConfCalicoSettings(t *testing.T) {
+	for _, tc := range []struct{ in, kubeconfig, policy string }{
+		{`{"name":"n","kubernetes":{"kubeconfig":"/k"},"policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`, "/k", "k8s"},
+		{`{"name":"n","ipam":{"type":"capo-ipam"}}`, "", ""},
+		{`{"name":"n","kubernetes":"x","policy":{"type":"k8s"},"ipam":{"type":"capo-ipam"}}`, "", "k8s"},
+		{`{"name":"n","kubernetes":{"kubeconfig":5},"policy":null,"ipam":{"type":"capo-ipam"}}`, "", ""},
+	} {
+		conf, err := ParseNetConf([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if got := conf.calico; got.Kubernetes.Kubeconfig != tc.kubeconfig || got.Policy.Type != tc.policy {
+			t.Errorf("%s: got kubeconfig %q policy %q, want %q %q", tc.in, got.Kubernetes.Kubeconfig, got.Policy.Type, tc.kubeconfig, tc.policy)
+		}
+	}
+}

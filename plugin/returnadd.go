@@ -68,9 +68,10 @@ type returning struct {
 // returnAdd is the ADD of a pod the agent offered addresses to: each
 // requested from the delegate, all of them or none, after freeing any
 // allocation of them the offer names (reclaim) within the same share of
-// the deadline. If the delegate
-// refuses one, what it assigned is released and the pod gets an ordinary
-// ADD with fresh addresses; the reservation stays, and the agent hears why.
+// the deadline. If the delegate refuses one, what it assigned is released
+// and the pod gets an ordinary ADD with fresh addresses; the reservation
+// stays, and the agent hears why.
+//
 // A return that succeeds does not end the reservation either: the agent
 // ends it once Calico shows this sandbox up with the addresses, so a
 // set-up that fails after IPAM (Calico then releases them) leaves them held.
@@ -156,6 +157,7 @@ func families(delegate json.RawMessage) string {
 	return family(c.V4 == nil || *c.V4 != "false", c.V6 != nil && *c.V6 == "true")
 }
 
+// familiesOf are the families of the addresses held, worded as families'.
 func familiesOf(ips []string) string {
 	var v4, v6 bool
 	for _, ip := range ips {
@@ -168,6 +170,7 @@ func familiesOf(ips []string) string {
 	return family(v4, v6)
 }
 
+// family words a set of families for the agent's report and the log.
 func family(v4, v6 bool) string {
 	switch {
 	case v4 && v6:
@@ -230,11 +233,11 @@ func encodeResult(r *current.Result, cniVersion string) ([]byte, error) {
 	return json.Marshal(res)
 }
 
-// report tells the agent, briefly: the pod is up either way, and an
-// unheard report only leaves a reservation to end as any other does.
 // reportTimeout bounds telling the agent how a return ended.
 const reportTimeout = 2 * time.Second
 
+// report tells the agent, briefly: the pod is up either way, and an
+// unheard report only leaves a reservation to end as any other does.
 func report(rep Reporter, o *wire.ReturnOutcome) {
 	if rep == nil {
 		return

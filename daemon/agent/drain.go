@@ -130,10 +130,7 @@ func (a *drainer) replayPod(ctx context.Context, pod wire.PodRef) {
 	if err != nil || len(entries) == 0 {
 		return
 	}
-	for _, e := range entries {
-		if e.Record == nil || e.Record.Request.Pod.Namespace != pod.Namespace || e.Record.Request.Pod.Name != pod.Name {
-			continue
-		}
+	for _, e := range journal.TeardownsOf(entries, pod) {
 		if a.replayOnce(ctx, e.Name, e.Record) {
 			slog.Info("replayed a returning pod's own journaled teardown before its ADD", "pod", pod.Namespace+"/"+pod.Name, "record", e.Name)
 		}

@@ -89,7 +89,7 @@ func newMetrics() *metrics {
 		}),
 		returns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_agent_address_returns_total",
-			Help: "Returning pods with addresses held for them, by outcome: offered (capo-ipam asks calico-ipam for them), returned (given back and confirmed: Calico shows the pod's sandbox up with them, and the reservations end; reason reconciled when no report was heard and a periodic check found it), rolled-back (given back, but the sandbox's set-up failed after IPAM and Calico released them: they stay reserved), refused (not offered: reason says why), fell-back (offered, but calico-ipam would not assign them; the pod got fresh ones; reason reclaim-failed when freeing them from the member's predecessor failed), reclaimed (capo-ipam freed them from the member's own predecessor sandbox on a node Kubernetes has declared lost before asking for them; reason node-gone or node-out-of-service) and unoffered (a report on the socket for no offer the agent made: ignored).",
+			Help: "Returning pods with addresses held for them, by outcome (offered, returned, rolled-back, refused, fell-back, reclaimed, unoffered) and reason; docs/operations.md says what each means.",
 		}, []string{"outcome", "reason"}),
 		ipCooldown: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_agent_calico_ip_cooldown_seconds",

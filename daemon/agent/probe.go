@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -149,13 +147,13 @@ func (p *prober) ping(ctx context.Context) error {
 // the read is enough, sparing an object per start (the next reservation's
 // failure would turn the agent not ready).
 func (p *prober) rewrite(ctx context.Context, create bool) error {
-	name := reserve.BucketName(p.bucket, 0)
+	name := calicostore.BucketName(p.bucket, 0)
 	cur, err := p.objs.Get(ctx, name, options.GetOptions{})
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		if !create {
 			return nil
 		}
-		_, err = p.objs.Create(ctx, emptyHead(p.bucket), options.SetOptions{})
+		_, err = p.objs.Create(ctx, calicostore.EmptyHead(p.bucket), options.SetOptions{})
 		if errors.As(err, new(cerrors.ErrorResourceAlreadyExists)) {
 			return errInconclusive
 		}
@@ -176,15 +174,6 @@ func wrapProbe(op, name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("probe: %s reservation object %s (check the agent's RBAC and any admission policy or webhook on ipreservations): %w", op, name, err)
-}
-
-// emptyHead is a bucket's head object holding nothing.
-func emptyHead(bucket int) *apiv3.IPReservation {
-	o := reserve.NewBucketObject(bucket, 0).Object()
-	res := apiv3.NewIPReservation()
-	res.ObjectMeta = metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations}
-	res.Spec.ReservedCIDRs = o.CIDRs
-	return res
 }
 
 // loop runs one of the agent's loops; one that ends while the agent

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -32,7 +33,7 @@ func TestProberRecoversOnlyWhenWritesLand(t *testing.T) {
 	if _, err := store.Reserve(context.Background(), "n1", []reserve.Entry{e}); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := store.Objects.Object(reserve.BucketName(reserve.BucketOf("n1"), 0))
+	before, _ := store.Objects.Object(calicostore.BucketName(reserve.BucketOf("n1"), 0))
 	r := newReadiness(nil, time.Now)
 	r.serve()
 	var refuse atomic.Bool
@@ -90,7 +91,7 @@ func TestProberCreatesTheHeadOnlyWhenFailed(t *testing.T) {
 	r.failed(refusedByPolicy())
 	p.once(context.Background())
 	wantReady(t, r, true, "")
-	if names := store.Objects.Names(); len(names) != 1 || names[0] != reserve.BucketName(reserve.BucketOf("n1"), 0) {
+	if names := store.Objects.Names(); len(names) != 1 || names[0] != calicostore.BucketName(reserve.BucketOf("n1"), 0) {
 		t.Fatalf("objects %v", names)
 	}
 }

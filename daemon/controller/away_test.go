@@ -143,7 +143,7 @@ func newAwayBedWith(t *testing.T, f func(*corev1.Pod), with ...func(*Options)) *
 	}
 	c.leading.Store(true)
 	c.config.Set(config.Default())
-	go c.runLost(ctx)
+	go c.coverer.runLost(ctx)
 	b.c = c
 	return b
 }
@@ -166,9 +166,9 @@ func (b *awayBed) agentReady(ready bool) {
 		st = corev1.ConditionTrue
 	}
 	b.updatePod("capo-system", "capo-agent-a", func(p *corev1.Pod) { p.Status.Conditions[0].Status = st })
-	waitFor(b.t, "the agent's readiness seen", func() bool { return b.c.agentReady("n1") == ready })
-	b.c.watchAway()
-	b.c.watchCoverage()
+	waitFor(b.t, "the agent's readiness seen", func() bool { return b.c.coverer.agentReady("n1") == ready })
+	b.c.coverer.watchAway()
+	b.c.coverer.watchCoverage()
 }
 
 func (b *awayBed) evict() {

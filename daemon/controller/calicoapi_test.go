@@ -37,7 +37,7 @@ func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	if e, ok := b.held("10.0.0.5"); ok {
 		t.Fatalf("reserved through a closed gate: %+v", e)
 	}
-	if n := b.c.lost.depth(); n == 0 {
+	if n := b.c.coverer.lost.depth(); n == 0 {
 		t.Fatal("the agent-away entry was dropped on an empty view of Calico")
 	}
 
@@ -48,6 +48,6 @@ func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	if ok, why := b.c.ready(); !ok {
 		t.Fatalf("not ready once served: %s", why)
 	}
-	b.c.lost.kick()
+	b.c.coverer.lost.kick()
 	waitFor(t, "the waiting entry reserved", func() bool { _, ok := heldIn(b.store, "10.0.0.5"); return ok })
 }

@@ -8,15 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -25,7 +26,7 @@ import (
 	"github.com/capo-net/capo/pkg/calicogate"
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/release"
+	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -55,39 +56,35 @@ type Options struct {
 	CalicoAPI *calicogate.Gate
 }
 
-// Controller wires the parts; Run starts them.
+// Controller holds the lease and wires the two parts that act on it: the
+// releaser (release passes: TTLs, owners, requests by hand, upkeep) and the
+// coverer (teardowns of nodes whose agent will not reserve: lost nodes,
+// agents away). Each keeps its own state under its own lock; what both
+// read is deps.
 type Controller struct {
+	*deps
+	releaser *releaser
+	coverer  *coverer
+
+	synced atomic.Bool
+	kick   chan struct{} // a release may be due now
+}
+
+// deps are what the releaser and the coverer both use: the clients, the
+// caches, the config, the clock, the metrics, and whether this replica
+// leads.
+type deps struct {
 	opts     Options
 	kube     kubernetes.Interface
 	store    reserve.Store
 	ipam     calicoipam.Reader
 	agents   labels.Selector
-	lost     *lostQueue
-	recent   *recentTeardowns
 	config   *config.Holder
 	metrics  *metrics
 	caches   *caches
-	owners   *ownerWatches // owner kinds beyond apps/v1 (nil: none watched)
 	recorder record.EventRecorder
 	now      func() time.Time
-
-	leading atomic.Bool
-	synced  atomic.Bool
-	kick    chan struct{} // a release may be due now
-
-	mu           sync.Mutex
-	deletedNodes map[string]deletedNode // for their pods' late deletes
-	missed       []lostPod              // seen going from uncovered nodes while not leading
-	away         map[string]bool        // opted-in nodes whose agent was not ready at the last pass
-	// uncoveredNodes are the opted-in nodes uncovered at the last pass.
-	uncoveredNodes map[string]bool
-	unreadable     map[string]string              // reservation objects reported unreadable, and why
-	badTTLs        map[string]string              // invalid reservation time annotations reported: object -> value
-	recreatable    map[release.OwnerKey]time.Time // StatefulSets last seen opting in to keep members across a re-creation
-	legacyWarned   map[string]string              // nodes told their release annotation is not read, and its value
-	unwatchedTold  map[reserve.Ref]string         // reservations told their owner's kind is not watched, and why
-	poolsAt        time.Time                      // the last read of Calico's pool utilization (pass goroutine only)
-	requestsSeen   map[request]time.Time          // releases by hand answered, and when first seen (pass goroutine only)
+	leading  atomic.Bool
 }
 
 // New builds a controller on real clients.
@@ -107,24 +104,54 @@ func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	c := &Controller{
+	d := &deps{
 		opts: opts, kube: kube, store: store, ipam: ipam, agents: agents,
-		lost:           newLostQueue(),
-		recent:         &recentTeardowns{},
-		config:         config.NewHolder(config.Default()),
-		metrics:        newMetrics(),
-		caches:         newCaches(kube, agents, opts.Namespace, opts.ReleaseConfigMap),
-		owners:         newOwnerWatches(oc),
-		recorder:       b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
-		now:            time.Now,
-		kick:           make(chan struct{}, 1),
-		deletedNodes:   map[string]deletedNode{},
-		away:           map[string]bool{},
-		uncoveredNodes: map[string]bool{},
-		legacyWarned:   map[string]string{},
+		config:   config.NewHolder(config.Default()),
+		metrics:  newMetrics(),
+		caches:   newCaches(kube, agents, opts.Namespace, opts.ReleaseConfigMap),
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
+		now:      time.Now,
 	}
+	c := &Controller{deps: d, releaser: newReleaser(d, oc), kick: make(chan struct{}, 1)}
+	c.coverer = newCoverer(d, c.due)
 	c.watchTriggers()
 	return c, nil
+}
+
+// watchTriggers wires the events that make a release due at once to the
+// releaser, and the pods' and nodes' changes to the coverer, which takes
+// up the teardowns of uncovered nodes.
+func (c *Controller) watchTriggers() {
+	due := func(any) { c.due() }
+	dueUpdate := func(any, any) { c.due() }
+	for _, inf := range []cache.SharedIndexInformer{c.caches.namespaces, c.caches.sets, c.caches.replicas, c.caches.deploys} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: due, UpdateFunc: dueUpdate})
+	}
+	// A StatefulSet created may be one re-created that takes over its
+	// members' reservations: hand them over before its pods start.
+	_, _ = c.caches.sets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.releaser.noteSet(obj); c.due() },
+		UpdateFunc: func(_, obj any) { c.releaser.noteSet(obj) },
+		DeleteFunc: c.releaser.noteSet,
+	})
+	_, _ = c.caches.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) { c.coverer.nodeDeleted(obj) },
+	})
+	_, _ = c.caches.requests.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: due, UpdateFunc: dueUpdate})
+	_, _ = c.caches.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*corev1.Pod)
+			p, ok2 := obj.(*corev1.Pod)
+			if ok1 && ok2 {
+				c.coverer.podChanged(o, p)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := kubeclient.Deleted[corev1.Pod](obj); ok {
+				c.coverer.podGone(p)
+			}
+		},
+	})
 }
 
 // ownerListWait bounds the wait at start for the owner kinds beyond
@@ -143,12 +170,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.caches.start(ctx.Done()) {
 		return errors.New("informer caches did not sync")
 	}
-	c.owners.sync(c.config.Get().OwnerKinds, c.now())
-	defer c.owners.closeAll()
-	c.owners.waitListed(ownerListWait)
+	owners := c.releaser.owners
+	owners.sync(c.config.Get().OwnerKinds, c.now())
+	defer owners.closeAll()
+	owners.waitListed(ownerListWait)
 	c.synced.Store(true)
 	daemon.ReleaseStartupMemory()
-	go c.runLost(ctx)
+	go c.coverer.runLost(ctx)
+	return c.seekLease(ctx, errc)
+}
+
+// seekLease runs for the lease until ctx ends, or the metrics server (errc)
+// fails; lead runs whenever this replica holds it.
+func (c *Controller) seekLease(ctx context.Context, errc <-chan error) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaName(c.opts.Namespace, c.opts.LeaseName),
 		Client:     c.kube.CoordinationV1(),
@@ -181,14 +215,16 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
+func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
 // lead runs while this replica holds the lease.
 func (c *Controller) lead(ctx context.Context) {
 	c.leading.Store(true)
 	c.metrics.leader.Set(1)
 	slog.Info("holding the lease; releasing and covering lost nodes", "identity", c.opts.Identity)
 	// Deletions seen while no one led are caught up here.
-	c.coverLostNodes()
-	c.lost.kick()
+	c.coverer.coverLostNodes()
+	c.coverer.lost.kick()
 	for {
 		if !c.config.Loaded() {
 			slog.Error("no release pass: the config ConfigMap is invalid and no earlier one of the operator's was loaded; fix it", "configmap", c.opts.Namespace+"/"+c.opts.ConfigMap)
@@ -223,7 +259,7 @@ func (c *Controller) onConfig(err error) {
 	}
 	c.metrics.configReloads.WithLabelValues("success").Inc()
 	c.due()
-	c.lost.kick()
+	c.coverer.lost.kick()
 }
 
 func (c *Controller) serveMetrics(ctx context.Context) error {

@@ -27,9 +27,9 @@ const DefaultAgentSelector = "app.kubernetes.io/name=capo,app.kubernetes.io/comp
 
 // uncovered says why the controller must reserve for a node's teardowns
 // ("" when its agent does): reserve.ReasonNodeLost or ReasonAgentAway.
-func (c *Controller) uncovered(nodeName string) string {
+func (c *coverer) uncovered(nodeName string) string {
 	node, gone := c.nodeState(nodeName)
-	if gone || nodeLost(node) {
+	if gone || nodeDownOrGone(node) {
 		return reserve.ReasonNodeLost
 	}
 	if !c.agentReady(nodeName) {
@@ -40,7 +40,7 @@ func (c *Controller) uncovered(nodeName string) string {
 
 // agentReady: a capo-agent pod on the node reports Ready, as the kubelet
 // sees its /readyz.
-func (c *Controller) agentReady(node string) bool {
+func (c *coverer) agentReady(node string) bool {
 	objs, err := c.caches.pods.GetIndexer().ByIndex(byNode, node)
 	if err != nil {
 		return false

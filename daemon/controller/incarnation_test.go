@@ -99,7 +99,7 @@ func TestCoverageNamesTheIncarnationWhoseSandboxHeldTheAddress(t *testing.T) {
 				waitFor(t, "the pod gone from the cache", func() bool { return b.c.caches.pod("kafka", "broker-0") == nil })
 			}
 			b.ipam.setSandbox(ip.String(), "kafka", "broker-0", tc.holder)
-			kept, err := b.c.stillTheirs(ctx, podEntries(gone, []netip.Addr{ip}, ReasonAgentAway, time.Now()))
+			kept, err := b.c.coverer.stillTheirs(ctx, podEntries(gone, []netip.Addr{ip}, ReasonAgentAway, time.Now()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -106,7 +106,7 @@ func (l *lostQueue) depth() int {
 
 // runLost works the queue until ctx ends. It writes only while this replica
 // leads and the operator's config is loaded; until then the work waits.
-func (c *Controller) runLost(ctx context.Context) {
+func (c *coverer) runLost(ctx context.Context) {
 	go func() { <-ctx.Done(); c.lost.q.ShutDown() }()
 	for {
 		node, quit := c.lost.q.Get()
@@ -119,7 +119,7 @@ func (c *Controller) runLost(ctx context.Context) {
 	}
 }
 
-func (c *Controller) reserveLost(ctx context.Context, node string) {
+func (c *coverer) reserveLost(ctx context.Context, node string) {
 	entries := c.lost.take(node)
 	if len(entries) == 0 {
 		c.lost.q.Forget(node)
@@ -173,7 +173,7 @@ func (c *Controller) reserveLost(ctx context.Context, node string) {
 // pass releases it again by the TTL that released it before. A successor
 // that took the address back holds it in Calico, and is not reserved for;
 // a manual release names the entry's place, and ends it again.
-func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]reserve.Entry, error) {
+func (c *coverer) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]reserve.Entry, error) {
 	var keep, free []reserve.Entry
 	for _, e := range entries {
 		ip, err := netip.ParseAddr(e.IP)
@@ -212,7 +212,7 @@ func (c *Controller) stillTheirs(ctx context.Context, entries []reserve.Entry) (
 
 // unreserved are the entries whose address no reservation holds yet, by
 // itself or in a CIDR entered by hand.
-func (c *Controller) unreserved(ctx context.Context, free []reserve.Entry) ([]reserve.Entry, error) {
+func (c *coverer) unreserved(ctx context.Context, free []reserve.Entry) ([]reserve.Entry, error) {
 	l, err := c.store.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the reservations: %w", err)

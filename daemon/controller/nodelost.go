@@ -7,56 +7,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
-func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
-
-// watchTriggers wires the events that make a release due at once, and the
-// teardowns of uncovered nodes that the controller must reserve for.
-func (c *Controller) watchTriggers() {
-	due := func(any) { c.due() }
-	dueUpdate := func(any, any) { c.due() }
-	for _, inf := range []cache.SharedIndexInformer{c.caches.namespaces, c.caches.sets, c.caches.replicas, c.caches.deploys} {
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: due, UpdateFunc: dueUpdate})
-	}
-	// A StatefulSet created may be one re-created that takes over its
-	// members' reservations: hand them over before its pods start.
-	_, _ = c.caches.sets.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.noteSet(obj); c.due() },
-		UpdateFunc: func(_, obj any) { c.noteSet(obj) },
-		DeleteFunc: c.noteSet,
-	})
-	_, _ = c.caches.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) { c.nodeDeleted(obj) },
-	})
-	_, _ = c.caches.requests.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: due, UpdateFunc: dueUpdate})
-	_, _ = c.caches.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, obj any) {
-			o, ok1 := old.(*corev1.Pod)
-			p, ok2 := obj.(*corev1.Pod)
-			if ok1 && ok2 {
-				c.podChanged(o, p)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if p, ok := kubeclient.Deleted[corev1.Pod](obj); ok {
-				c.podGone(p)
-			}
-		},
-	})
-}
-
 // podChanged covers the teardowns an uncovered node's pod goes through:
 // being deleted, terminating (an eviction leaves it Failed or Succeeded),
 // or a new sandbox with new addresses (the old ones were the old sandbox's).
-func (c *Controller) podChanged(old, p *corev1.Pod) {
+func (c *coverer) podChanged(old, p *corev1.Pod) {
 	if c.isAgent(p) {
 		if podReady(old) != podReady(p) || p.DeletionTimestamp != nil {
 			c.due() // the next pass sees whether its node became uncovered
@@ -73,7 +34,7 @@ func (c *Controller) podChanged(old, p *corev1.Pod) {
 	}
 }
 
-func (c *Controller) podGone(p *corev1.Pod) {
+func (c *coverer) podGone(p *corev1.Pod) {
 	if c.isAgent(p) {
 		c.due()
 		return
@@ -81,13 +42,13 @@ func (c *Controller) podGone(p *corev1.Pod) {
 	c.podGoing(p, podIPs(p), time.Time{})
 }
 
-func (c *Controller) isAgent(p *corev1.Pod) bool {
+func (c *coverer) isAgent(p *corev1.Pod) bool {
 	return p.Namespace == c.opts.Namespace && c.agents.Matches(labels.Set(p.Labels))
 }
 
 // nodeDeleted: Calico's IPAM garbage collector frees a deleted node's
 // addresses at once, so its selected pods are reserved now, in one write.
-func (c *Controller) nodeDeleted(obj any) {
+func (c *coverer) nodeDeleted(obj any) {
 	n, ok := kubeclient.Deleted[corev1.Node](obj)
 	if !ok {
 		return
@@ -101,7 +62,7 @@ func (c *Controller) nodeDeleted(obj any) {
 
 // scanNode takes up every pod of an uncovered node that is going or gone:
 // on a deleted node all of them, else the terminated ones.
-func (c *Controller) scanNode(node string, onlyTerminated bool) {
+func (c *coverer) scanNode(node string, onlyTerminated bool) {
 	objs, _ := c.caches.pods.GetIndexer().ByIndex(byNode, node)
 	for _, p := range kubeclient.Listed[corev1.Pod](objs) {
 		if !c.isAgent(p) && (!onlyTerminated || terminated(p)) {
@@ -114,7 +75,7 @@ func (c *Controller) scanNode(node string, onlyTerminated bool) {
 // coverage.go. A teardown left to the node's agent is remembered for a
 // while, in case that agent hangs while it still looks ready (recent.go).
 // at is when the teardown happened; zero: as the pod's status tells.
-func (c *Controller) podGoing(p *corev1.Pod, ips []netip.Addr, at time.Time) {
+func (c *coverer) podGoing(p *corev1.Pod, ips []netip.Addr, at time.Time) {
 	lp, ok := c.selectedTeardown(p, ips, at)
 	if !ok {
 		return
@@ -131,7 +92,7 @@ func (c *Controller) podGoing(p *corev1.Pod, ips []netip.Addr, at time.Time) {
 // cover hands a lost pod to the queue. A replica that does not lead
 // remembers it instead: if the leader has just died, nobody else saw it,
 // and this replica may lead next.
-func (c *Controller) cover(lp lostPod) {
+func (c *coverer) cover(lp lostPod) {
 	if !c.leading.Load() {
 		c.remember(lp)
 		return
@@ -160,7 +121,7 @@ func (lp lostPod) as(reason string) lostPod {
 
 // selectedTeardown is the teardown of ips if the pod is selected, its
 // entries without a reason yet.
-func (c *Controller) selectedTeardown(p *corev1.Pod, ips []netip.Addr, at time.Time) (lostPod, bool) {
+func (c *coverer) selectedTeardown(p *corev1.Pod, ips []netip.Addr, at time.Time) (lostPod, bool) {
 	if p.Spec.NodeName == "" || len(ips) == 0 {
 		return lostPod{}, false
 	}
@@ -255,7 +216,7 @@ type deletedNode struct {
 }
 
 // nodeState is the node as last seen, and whether it is deleted.
-func (c *Controller) nodeState(name string) (*corev1.Node, bool) {
+func (c *coverer) nodeState(name string) (*corev1.Node, bool) {
 	if n := c.caches.node(name); n != nil {
 		return n, false
 	}
@@ -266,7 +227,7 @@ func (c *Controller) nodeState(name string) (*corev1.Node, bool) {
 
 // pruneDeletedNodes forgets deleted nodes once no cached pod is left on
 // them and the look-back window has passed.
-func (c *Controller) pruneDeletedNodes() {
+func (c *coverer) pruneDeletedNodes() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, d := range c.deletedNodes {
@@ -284,14 +245,14 @@ func (c *Controller) pruneDeletedNodes() {
 // notices the renewal up to one jittered retry (x2.2) late, waits out the
 // lease, and tries again only at its next jittered retry; a leader that is
 // cut off rather than dead keeps acting until its renew deadline.
-func (c *Controller) missedWindow() time.Duration {
+func (c *coverer) missedWindow() time.Duration {
 	return c.opts.LeaseDuration + c.opts.RenewDeadline + 5*c.opts.RetryPeriod
 }
 
 // maxRemembered bounds a follower's memory of lost pods.
 const maxRemembered = 10000
 
-func (c *Controller) remember(lp lostPod) {
+func (c *coverer) remember(lp lostPod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Entries arrive in time order: the expired ones are at the front.
@@ -313,7 +274,7 @@ func (c *Controller) remember(lp lostPod) {
 
 // takeMissed returns what went from uncovered nodes since the last
 // leader's renewal, and forgets the rest.
-func (c *Controller) takeMissed() []lostPod {
+func (c *coverer) takeMissed() []lostPod {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cutoff := c.now().Add(-c.missedWindow())
@@ -332,7 +293,7 @@ func (c *Controller) takeMissed() []lostPod {
 // uncovered nodes while no replica was leading: those this replica saw go
 // since the last leader last renewed, and those still going. Reserving is
 // idempotent, so what the old leader did already is unchanged.
-func (c *Controller) coverLostNodes() {
+func (c *coverer) coverLostNodes() {
 	missed := c.takeMissed()
 	if len(missed) > 0 {
 		slog.Info("reserving for uncovered nodes' pods that went while no replica led", "pods", len(missed))
@@ -349,7 +310,7 @@ func (c *Controller) coverLostNodes() {
 
 // watchAway notices, each pass, the opted-in nodes whose agent stopped
 // being ready, and takes up their pods that terminated before.
-func (c *Controller) watchAway() {
+func (c *coverer) watchAway() {
 	away := map[string]bool{}
 	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
 		if selection.NodeOptedIn(selection.Of(n)) && c.uncovered(n.Name) == ReasonAgentAway {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 	"github.com/capo-net/capo/pkg/selection"
 )
@@ -251,11 +252,13 @@ func TestAManualRequestIsAppliedOnce(t *testing.T) {
 	}
 	refuse = false
 	b.pass() // the key cleared
-	waitFor(t, "the cleared key", func() bool { return b.c.releaseConfigMap() != nil && len(b.c.releaseConfigMap().Data) == 0 })
+	waitFor(t, "the cleared key", func() bool {
+		return b.c.releaser.releaseConfigMap() != nil && len(b.c.releaser.releaseConfigMap().Data) == 0
+	})
 	if _, err := b.kube.CoreV1().ConfigMaps("capo-system").Update(context.Background(), req, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the request given again", func() bool { return len(b.c.releaseConfigMap().Data) == 1 })
+	waitFor(t, "the request given again", func() bool { return len(b.c.releaser.releaseConfigMap().Data) == 1 })
 	b.pass()
 	if got := b.held(); len(got) != 0 {
 		t.Fatalf("held %+v: the request given again was not answered", got)
@@ -267,7 +270,7 @@ func TestAManualRequestIsAppliedOnce(t *testing.T) {
 func TestClearManualKeepsAChangedRequest(t *testing.T) {
 	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "all", "n2": "10.0.0.9"}}
 	b := newPassBed(t, req)
-	b.c.clearManual(context.Background(), []request{{"n1", "10.0.0.1"}, {"n2", "10.0.0.9"}})
+	b.c.releaser.clearManual(context.Background(), []request{{"n1", "10.0.0.1"}, {"n2", "10.0.0.9"}})
 	after, _ := b.kube.CoreV1().ConfigMaps("capo-system").Get(context.Background(), DefaultReleaseConfigMap, metav1.GetOptions{})
 	if after.Data["n1"] != "all" {
 		t.Errorf("the changed request of n1 was removed: %v", after.Data)
@@ -283,7 +286,7 @@ func TestPassSkipsAnUnreadableObject(t *testing.T) {
 	b := newPassBed(t)
 	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", 2*time.Hour))
 	b.reserve("n2", held("10.0.0.2", "kafka", "b-0", 2*time.Hour))
-	broken := reserve.BucketName(reserve.BucketOf("n2"), 0)
+	broken := calicostore.BucketName(reserve.BucketOf("n2"), 0)
 	o, _ := b.store.Objects.Object(broken)
 	o.Annotations[reserve.MetadataAnnotation] = "v9;?"
 	b.store.Objects.Put(o)
@@ -355,7 +358,7 @@ func TestLostNodesPodIsReserved(t *testing.T) {
 	b.c.ipam.(*holders).set("10.0.0.7", "zk", "zk-0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go b.c.runLost(ctx)
+	go b.c.coverer.runLost(ctx)
 	if err := b.kube.CoreV1().Pods("zk").Delete(ctx, "zk-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -86,16 +86,16 @@ func prefixOf(p *ipam.PoolUtilization) (netip.Prefix, bool) {
 // poolGauges publishes each pool's use, at most every PoolsEvery: what
 // tells an operator that reservations are eating a pool's last free
 // addresses (CapoPoolNearlyFull).
-func (c *Controller) poolGauges(ctx context.Context, entries []reserve.Entry, released map[reserve.Ref]bool) {
-	u, ok := c.ipam.(utilizer)
+func (rel *releaser) poolGauges(ctx context.Context, entries []reserve.Entry, released map[reserve.Ref]bool) {
+	u, ok := rel.ipam.(utilizer)
 	if !ok {
 		return
 	}
-	now := c.now()
-	if !c.poolsAt.IsZero() && now.Sub(c.poolsAt) < PoolsEvery {
+	now := rel.now()
+	if !rel.poolsAt.IsZero() && now.Sub(rel.poolsAt) < PoolsEvery {
 		return
 	}
-	c.poolsAt = now
+	rel.poolsAt = now
 	pools, err := u.GetUtilization(ctx, ipam.GetUtilizationArgs{})
 	if err != nil {
 		slog.Warn("could not read Calico's pool utilization; capo_controller_pool_addresses keeps its last values", "err", err)
@@ -107,14 +107,14 @@ func (c *Controller) poolGauges(ctx context.Context, entries []reserve.Entry, re
 			kept = append(kept, e)
 		}
 	}
-	c.metrics.pools.Reset()
-	c.metrics.poolSize.Reset()
+	rel.metrics.pools.Reset()
+	rel.metrics.poolSize.Reset()
 	for _, p := range poolUsage(pools, kept) {
 		allocated, reserved, free := p.partition()
-		c.metrics.poolSize.WithLabelValues(p.name).Set(p.size)
-		c.metrics.pools.WithLabelValues(p.name, "allocated").Set(allocated)
-		c.metrics.pools.WithLabelValues(p.name, "reserved").Set(reserved)
-		c.metrics.pools.WithLabelValues(p.name, "free").Set(free)
+		rel.metrics.poolSize.WithLabelValues(p.name).Set(p.size)
+		rel.metrics.pools.WithLabelValues(p.name, "allocated").Set(allocated)
+		rel.metrics.pools.WithLabelValues(p.name, "reserved").Set(reserved)
+		rel.metrics.pools.WithLabelValues(p.name, "free").Set(free)
 	}
 }
 

@@ -103,7 +103,7 @@ func TestPassPublishesPoolUse(t *testing.T) {
 		t.Errorf("%d pool series, want the 3 states of the partition", n)
 	}
 	u.err = errors.New("etcd away")
-	b.c.poolsAt = time.Time{}
+	b.c.releaser.poolsAt = time.Time{}
 	b.pass()
 	if gauge("free") != 5 {
 		t.Errorf("a failed read changed the gauges: free %v", gauge("free"))

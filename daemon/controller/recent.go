@@ -94,7 +94,7 @@ func (r *recentTeardowns) len() int {
 	return len(r.list)
 }
 
-func (c *Controller) recentWindow() time.Duration {
+func (c *coverer) recentWindow() time.Duration {
 	if c.opts.RecentWindow > 0 {
 		return c.opts.RecentWindow
 	}
@@ -105,7 +105,7 @@ func (c *Controller) recentWindow() time.Duration {
 // window, now that the node is uncovered for reason, as the teardowns to
 // come: what Calico still allocates to the pod, or has freed while no
 // reservation holds it (stillTheirs); an agent that answered holds its own.
-func (c *Controller) coverRecent(node, reason string) {
+func (c *coverer) coverRecent(node, reason string) {
 	recent := c.recent.take(node, c.now().Add(-c.recentWindow()))
 	c.metrics.recentRemembered.Set(float64(c.recent.len()))
 	for _, lp := range recent {
@@ -122,7 +122,7 @@ func (c *Controller) coverRecent(node, reason string) {
 // withoutSuccessors drops the addresses a new pod of the same name now has
 // (a StatefulSet member that got its address back): Calico's attributes
 // name the pod, not its incarnation.
-func (c *Controller) withoutSuccessors(lp lostPod) lostPod {
+func (c *coverer) withoutSuccessors(lp lostPod) lostPod {
 	e0 := lp.entries[0]
 	p := c.caches.pod(e0.Namespace, e0.Pod)
 	if p == nil || string(p.UID) == e0.PodUID {
@@ -138,7 +138,7 @@ func (c *Controller) withoutSuccessors(lp lostPod) lostPod {
 
 // watchCoverage notices, each pass, the opted-in nodes that turned
 // uncovered since the last, and covers their recent teardowns.
-func (c *Controller) watchCoverage() {
+func (c *coverer) watchCoverage() {
 	uncovered := map[string]bool{}
 	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
 		if !selection.NodeOptedIn(selection.Of(n)) {

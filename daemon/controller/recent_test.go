@@ -57,7 +57,7 @@ func TestDeleteWhileTheAgentLooksReadyIsCoveredWhenItTurnsNotReady(t *testing.T)
 	if n := testutil.ToFloat64(b.c.metrics.recentCovered.WithLabelValues(ReasonAgentAway)); n != 1 {
 		t.Errorf("recent teardowns covered %v", n)
 	}
-	if n := b.c.recent.len(); n != 0 {
+	if n := b.c.coverer.recent.len(); n != 0 {
 		t.Errorf("%d still remembered after being covered", n)
 	}
 }

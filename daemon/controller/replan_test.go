@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
 // The pass plans 10.0.0.1's release (its TTL is over); before it writes,
@@ -23,7 +24,7 @@ func TestPassKeepsAnEntryReplacedBeforeItsWrite(t *testing.T) {
 	renewed := planned
 	renewed.Sandbox, renewed.ReservedAt, renewed.Seen = "bbbb", now, time.Time{}
 	agent := b.store.Clone(reserve.DefaultLimits)
-	head := reserve.BucketName(reserve.BucketOf("n1"), 0)
+	head := calicostore.BucketName(reserve.BucketOf("n1"), 0)
 	done := false
 	b.store.Objects.Before = func(verb, name string) error {
 		if verb == "update" && name == head && !done {

@@ -59,18 +59,18 @@ type requests struct {
 // left in place must not release every new teardown it matches. A request
 // that matches nothing is said (an Event on the ConfigMap, and the log),
 // not dropped in silence: the operator may have mistyped.
-func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, requests) {
+func (rel *releaser) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bool, requests) {
 	manual := map[reserve.Ref]bool{}
-	c.warnLegacyRequests()
-	cm := c.releaseConfigMap()
+	rel.warnLegacyRequests()
+	cm := rel.releaseConfigMap()
 	if cm == nil {
 		return manual, requests{}
 	}
-	now := c.now()
+	now := rel.now()
 	rs := requests{seen: map[request]time.Time{}}
 	for node, v := range cm.Data {
 		r := request{node, v}
-		at, answered := c.requestsSeen[r]
+		at, answered := rel.requestsSeen[r]
 		if !answered {
 			at = now
 		}
@@ -83,12 +83,32 @@ func (c *Controller) manualRequests(entries []reserve.Entry) (map[reserve.Ref]bo
 			}
 		}
 		if matched == 0 && !answered {
-			c.recorder.Eventf(cm, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s: %q matches no address capo holds for node %s; see kubectl capo list --node %s", node, v, node, node)
+			rel.recorder.Eventf(cm, corev1.EventTypeWarning, "ReleaseMatchedNothing", "%s: %q matches no address capo holds for node %s; see kubectl capo list --node %s", node, v, node, node)
 			slog.Warn("a release by hand matched nothing", "node", node, "request", v)
 		}
 	}
 	sort.Slice(rs.asked, func(i, j int) bool { return rs.asked[i].node < rs.asked[j].node })
 	return manual, rs
+}
+
+// matchesManual: "all", "pod=<namespace>/<name>", or addresses (any
+// spelling: fd00:0::1, FD00::1 and fd00::1/128 are one address; a wider
+// CIDR held as added by hand is named by itself).
+func matchesManual(v string, e reserve.Entry) bool {
+	v = strings.TrimSpace(v)
+	switch {
+	case v == "all":
+		return true
+	case strings.HasPrefix(v, "pod="):
+		return strings.TrimPrefix(v, "pod=") == e.Namespace+"/"+e.Pod
+	}
+	for _, ip := range strings.Split(v, ",") {
+		// As values: "fd00:0::1" and "fd00::1/128" name the held fd00::1.
+		if addr, err := reserve.NormalizeAddr(ip); err == nil && addr == e.IP {
+			return true
+		}
+	}
+	return false
 }
 
 // heldSince: e was held, as the controller saw it, by at (an entry not
@@ -99,10 +119,10 @@ func heldSince(e reserve.Entry, at time.Time) bool {
 
 // answered remembers this pass's requests as applied, once their
 // releases are written: a release that failed is asked again as new.
-func (c *Controller) answered(rs requests) { c.requestsSeen = rs.seen }
+func (rel *releaser) answered(rs requests) { rel.requestsSeen = rs.seen }
 
-func (c *Controller) releaseConfigMap() *corev1.ConfigMap {
-	for _, cm := range kubeclient.Listed[corev1.ConfigMap](c.caches.requests.GetStore().List()) {
+func (rel *releaser) releaseConfigMap() *corev1.ConfigMap {
+	for _, cm := range kubeclient.Listed[corev1.ConfigMap](rel.caches.requests.GetStore().List()) {
 		return cm
 	}
 	return nil
@@ -111,41 +131,41 @@ func (c *Controller) releaseConfigMap() *corev1.ConfigMap {
 // clearManual removes the answered requests' keys, each only while it still
 // holds the request answered: a request changed since the read is left for
 // the next pass.
-func (c *Controller) clearManual(ctx context.Context, asked []request) {
+func (rel *releaser) clearManual(ctx context.Context, asked []request) {
 	for _, r := range asked {
 		key := "/data/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(r.node)
 		patch, _ := json.Marshal([]map[string]any{
 			{"op": "test", "path": key, "value": r.value},
 			{"op": "remove", "path": key},
 		})
-		if _, err := c.kube.CoreV1().ConfigMaps(c.opts.Namespace).Patch(ctx, c.opts.ReleaseConfigMap, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
-			slog.Warn("could not remove an answered release request; it is not applied again to what capo reserves after it (check that the controller's Role names this ConfigMap)", "configmap", c.opts.Namespace+"/"+c.opts.ReleaseConfigMap, "node", r.node, "err", err)
+		if _, err := rel.kube.CoreV1().ConfigMaps(rel.opts.Namespace).Patch(ctx, rel.opts.ReleaseConfigMap, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			slog.Warn("could not remove an answered release request; it is not applied again to what capo reserves after it (check that the controller's Role names this ConfigMap)", "configmap", rel.opts.Namespace+"/"+rel.opts.ReleaseConfigMap, "node", r.node, "err", err)
 			continue
 		}
 		// Gone: the same request given again is a new one.
-		delete(c.requestsSeen, r)
+		delete(rel.requestsSeen, r)
 	}
 }
 
 // warnLegacyRequests tells, once per node and value, that a release
 // annotation on a Node is no longer read.
-func (c *Controller) warnLegacyRequests() {
-	for _, n := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
+func (rel *releaser) warnLegacyRequests() {
+	for _, n := range kubeclient.Listed[corev1.Node](rel.caches.nodes.GetStore().List()) {
 		v, ok := n.Annotations[LegacyReleaseAnnotation]
 		if !ok {
 			continue
 		}
-		c.mu.Lock()
-		seen := c.legacyWarned[n.Name] == v
-		c.legacyWarned[n.Name] = v
-		c.mu.Unlock()
+		rel.mu.Lock()
+		seen := rel.legacyWarned[n.Name] == v
+		rel.legacyWarned[n.Name] = v
+		rel.mu.Unlock()
 		if seen {
 			continue
 		}
-		c.recorder.Eventf(n, corev1.EventTypeWarning, "ReleaseAnnotationIgnored",
+		rel.recorder.Eventf(n, corev1.EventTypeWarning, "ReleaseAnnotationIgnored",
 			"%s on Nodes is no longer read: use kubectl capo release --node %s, or the key %q in ConfigMap %s/%s; remove this annotation",
-			LegacyReleaseAnnotation, n.Name, n.Name, c.opts.Namespace, c.opts.ReleaseConfigMap)
+			LegacyReleaseAnnotation, n.Name, n.Name, rel.opts.Namespace, rel.opts.ReleaseConfigMap)
 		slog.Warn("a Node carries the old release annotation, which is no longer read", "node", n.Name, "request", v,
-			"use", "ConfigMap "+c.opts.Namespace+"/"+c.opts.ReleaseConfigMap+" or kubectl capo release")
+			"use", "ConfigMap "+rel.opts.Namespace+"/"+rel.opts.ReleaseConfigMap+" or kubectl capo release")
 	}
 }

@@ -35,65 +35,78 @@ type badTTL struct {
 // ScaleDownAnnotation; it returns the invalid and the cut ones apart.
 func (c *caches) policy(w *release.World, cfg *config.Config) []badTTL {
 	t := release.TTLs{Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{}}
-	var bad []badTTL
-	read := func(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
-		v, ok := ann[release.TTLAnnotation]
-		if !ok {
-			return
-		}
-		d, err := release.ParseTTL(v)
-		if err != nil {
-			bad = append(bad, badTTL{obj: obj, key: key, value: v, err: err})
-			return
-		}
-		if capped, cut := cfg.CapReserveTime(d); cut {
-			bad = append(bad, badTTL{obj: obj, key: key, value: v, capped: capped})
-			d = capped
-		}
-		set(d)
-	}
+	r := &policyReader{cfg: cfg}
 	w.RecreateNamespaces, w.RecreateSets = map[string]bool{}, map[release.OwnerKey]bool{}
-	keep := func(obj runtime.Object, key string, ann map[string]string, annotation string) bool {
-		k, err := release.ParseKeep(annotation, ann[annotation])
-		if err != nil {
-			bad = append(bad, badTTL{obj: obj, key: key + "/" + annotation, value: ann[annotation], err: err})
-		}
-		return k
-	}
 	for _, ns := range kubeclient.Listed[corev1.Namespace](c.namespaces.GetStore().List()) {
-		read(ns, "Namespace/"+ns.Name, ns.Annotations, func(d time.Duration) { t.Namespaces[ns.Name] = d })
-		if keep(ns, "Namespace/"+ns.Name, ns.Annotations, release.RecreateAnnotation) {
+		r.ttl(ns, "Namespace/"+ns.Name, ns.Annotations, func(d time.Duration) { t.Namespaces[ns.Name] = d })
+		if r.keep(ns, "Namespace/"+ns.Name, ns.Annotations, release.RecreateAnnotation) {
 			w.RecreateNamespaces[ns.Name] = true
 		}
 	}
 	for _, s := range kubeclient.Listed[appsv1.StatefulSet](c.sets.GetStore().List()) {
 		k := release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}
-		read(s, "StatefulSet/"+s.Namespace+"/"+s.Name, s.Annotations, func(d time.Duration) { t.Sets[k] = d })
 		key := "StatefulSet/" + s.Namespace + "/" + s.Name
-		if o, ok := w.Owners[k]; keep(s, key, s.Annotations, release.ScaleDownAnnotation) && ok && o.UID == string(s.UID) {
+		r.ttl(s, key, s.Annotations, func(d time.Duration) { t.Sets[k] = d })
+		if o, ok := w.Owners[k]; r.keep(s, key, s.Annotations, release.ScaleDownAnnotation) && ok && o.UID == string(s.UID) {
 			o.KeepScaledDown = true
 			w.Owners[k] = o
 		}
 		// A set being deleted counts too: the controller remembers it.
-		if keep(s, key, s.Annotations, release.RecreateAnnotation) {
+		if r.keep(s, key, s.Annotations, release.RecreateAnnotation) {
 			w.RecreateSets[k] = true
 		}
 	}
 	annotated, _ := c.pods.GetIndexer().ByIndex(byTTL, byTTL)
 	for _, p := range kubeclient.Listed[corev1.Pod](annotated) {
 		key := p.Namespace + "/" + p.Name
-		read(p, "Pod/"+key, p.Annotations, func(d time.Duration) { t.Pods[key] = d })
+		r.ttl(p, "Pod/"+key, p.Annotations, func(d time.Duration) { t.Pods[key] = d })
 	}
 	w.TTLs = t
-	return bad
+	return r.bad
+}
+
+// policyReader reads one pass's policy annotations, and keeps apart what
+// is wrong with them.
+type policyReader struct {
+	cfg *config.Config
+	bad []badTTL
+}
+
+// ttl hands set the object's TTLAnnotation, if valid, cut to
+// maxIPReserveTime.
+func (r *policyReader) ttl(obj runtime.Object, key string, ann map[string]string, set func(time.Duration)) {
+	v, ok := ann[release.TTLAnnotation]
+	if !ok {
+		return
+	}
+	d, err := release.ParseTTL(v)
+	if err != nil {
+		r.bad = append(r.bad, badTTL{obj: obj, key: key, value: v, err: err})
+		return
+	}
+	if capped, cut := r.cfg.CapReserveTime(d); cut {
+		r.bad = append(r.bad, badTTL{obj: obj, key: key, value: v, capped: capped})
+		d = capped
+	}
+	set(d)
+}
+
+// keep reads one of the keep annotations (ScaleDownAnnotation,
+// RecreateAnnotation); an invalid one reads as not kept.
+func (r *policyReader) keep(obj runtime.Object, key string, ann map[string]string, annotation string) bool {
+	k, err := release.ParseKeep(annotation, ann[annotation])
+	if err != nil {
+		r.bad = append(r.bad, badTTL{obj: obj, key: key + "/" + annotation, value: ann[annotation], err: err})
+	}
+	return k
 }
 
 // reportBadTTLs warns once per object and value with an Event on the
 // object (kubectl describe shows it) and a log line; a corrected or removed
 // annotation may be wrong again later and is then told again.
-func (c *Controller) reportBadTTLs(bad []badTTL) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (rel *releaser) reportBadTTLs(bad []badTTL) {
+	rel.mu.Lock()
+	defer rel.mu.Unlock()
 	now := map[string]string{}
 	for _, b := range bad {
 		seen := b.value
@@ -101,22 +114,22 @@ func (c *Controller) reportBadTTLs(bad []badTTL) {
 			seen += " capped at " + b.capped.String() // a new cap is told again
 		}
 		now[b.key] = seen
-		if c.badTTLs[b.key] == seen {
+		if rel.badTTLs[b.key] == seen {
 			continue
 		}
 		if b.capped > 0 {
-			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "ReservationTimeCapped", "%s=%s is above the cluster's maxIPReserveTime: addresses are held for %s at most", release.TTLAnnotation, b.value, b.capped)
+			rel.recorder.Eventf(b.obj, corev1.EventTypeWarning, "ReservationTimeCapped", "%s=%s is above the cluster's maxIPReserveTime: addresses are held for %s at most", release.TTLAnnotation, b.value, b.capped)
 			slog.Warn("a reservation time annotation is above maxIPReserveTime: cut", "object", b.key, "value", b.value, "heldFor", b.capped)
 			continue
 		}
 		if strings.HasSuffix(b.key, "/"+release.ScaleDownAnnotation) || strings.HasSuffix(b.key, "/"+release.RecreateAnnotation) {
-			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationPolicy", "%v: ignored, as if %s", b.err, release.ReleaseNow)
+			rel.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationPolicy", "%v: ignored, as if %s", b.err, release.ReleaseNow)
 		} else {
-			c.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationTime", "%v: ignored, the reservation time comes from the next level (StatefulSet, namespace, then ipReserveTime)", b.err)
+			rel.recorder.Eventf(b.obj, corev1.EventTypeWarning, "InvalidReservationTime", "%v: ignored, the reservation time comes from the next level (StatefulSet, namespace, then ipReserveTime)", b.err)
 		}
 		slog.Warn("invalid reservation time annotation ignored", "object", b.key, "value", b.value, "err", b.err)
 	}
-	c.badTTLs = now
+	rel.badTTLs = now
 }
 
 // byTTL indexes the pods that carry a TTLAnnotation, under one key: a
@@ -137,7 +150,7 @@ func indexByTTL(obj any) ([]string, error) {
 // re-creation: once it is deleted its annotation is gone with it. Every
 // replica notes it from its own informer, so a new leader remembers what
 // it saw while standing by.
-func (c *Controller) noteSet(obj any) {
+func (rel *releaser) noteSet(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -147,15 +160,15 @@ func (c *Controller) noteSet(obj any) {
 	}
 	k := release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}
 	keep, _ := release.ParseKeep(release.RecreateAnnotation, s.Annotations[release.RecreateAnnotation])
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.recreatable == nil {
-		c.recreatable = map[release.OwnerKey]time.Time{}
+	rel.mu.Lock()
+	defer rel.mu.Unlock()
+	if rel.recreatable == nil {
+		rel.recreatable = map[release.OwnerKey]time.Time{}
 	}
 	if keep {
-		c.recreatable[k] = c.now()
+		rel.recreatable[k] = rel.now()
 	} else {
-		delete(c.recreatable, k)
+		delete(rel.recreatable, k)
 	}
 }
 
@@ -163,24 +176,24 @@ func (c *Controller) noteSet(obj any) {
 // the sets noted opting in are remembered, so that their members'
 // reservations wait for the re-creation. A set of the name that exists
 // without the opt-in ends the memory; so does MaxTTL.
-func (c *Controller) recallRecreatable(w *release.World) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.recreatable == nil {
-		c.recreatable = map[release.OwnerKey]time.Time{}
+func (rel *releaser) recallRecreatable(w *release.World) {
+	rel.mu.Lock()
+	defer rel.mu.Unlock()
+	if rel.recreatable == nil {
+		rel.recreatable = map[release.OwnerKey]time.Time{}
 	}
-	now := c.now()
+	now := rel.now()
 	for k := range w.RecreateSets {
-		c.recreatable[k] = now
+		rel.recreatable[k] = now
 	}
 	for k, o := range w.Owners {
 		if o.StatefulSet && !w.RecreateSets[k] {
-			delete(c.recreatable, k)
+			delete(rel.recreatable, k)
 		}
 	}
-	for k, at := range c.recreatable {
+	for k, at := range rel.recreatable {
 		if now.Sub(at) > release.MaxTTL {
-			delete(c.recreatable, k)
+			delete(rel.recreatable, k)
 			continue
 		}
 		w.RecreateSets[k] = true
@@ -190,10 +203,10 @@ func (c *Controller) recallRecreatable(w *release.World) {
 // reown hands the kept members of re-created StatefulSets that keep them
 // to the new set, so that its pods get their addresses back (capo-agent
 // matches a returning pod by its set's UID).
-func (c *Controller) reown(ctx context.Context, kept []reserve.Entry, w release.World) error {
+func (rel *releaser) reown(ctx context.Context, kept []reserve.Entry, w release.World) error {
 	var errs []error
 	for uid, refs := range release.Reowns(kept, w) {
-		if err := c.store.Reown(ctx, refs, uid); err != nil {
+		if err := rel.store.Reown(ctx, refs, uid); err != nil {
 			errs = append(errs, fmt.Errorf("handing %d reservations to the re-created StatefulSet %s: %w", len(refs), uid, err))
 			continue
 		}

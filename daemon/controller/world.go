@@ -136,9 +136,12 @@ func (c *caches) world() release.World {
 	return w
 }
 
-// nodeLost reports whether a node can no longer tear its pods down: gone,
-// NotReady, its readiness unknown, or tainted unreachable.
-func nodeLost(n *corev1.Node) bool {
+// nodeDownOrGone reports whether a node can no longer be counted on to tear
+// its pods down: gone, NotReady, its readiness unknown, or tainted
+// unreachable. The controller covers such a node's teardowns; this is far
+// wider than returns.NodeDeclaredDead (deleted or out-of-service), the only
+// states in which capo-ipam may free a dead sandbox's allocation.
+func nodeDownOrGone(n *corev1.Node) bool {
 	if n == nil {
 		return true
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
-func TestNodeLost(t *testing.T) {
+func TestNodeDownOrGone(t *testing.T) {
 	ready := func(s corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s}}}}
 	}
@@ -28,7 +28,7 @@ func TestNodeLost(t *testing.T) {
 		"no condition yet":    {&corev1.Node{}, true},
 		"tainted unreachable": {unreachable, true},
 	} {
-		if got := nodeLost(tc.n); got != tc.want {
+		if got := nodeDownOrGone(tc.n); got != tc.want {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)
 		}
 	}

@@ -39,6 +39,21 @@ type Record struct {
 // a newer format in place, its address allocated, and says so.
 const RecordVersion = 1
 
+// TeardownsOf are the entries that are journaled DELs of pod, matched by
+// namespace and name, not UID: a StatefulSet's member comes back under its
+// name with a new UID, and its predecessor's teardown is the one it waits
+// for (capo-ipam's ADD) and the agent replays first (its drainer).
+// Unreadable entries never match.
+func TeardownsOf(entries []Entry, pod wire.PodRef) []Entry {
+	var out []Entry
+	for _, e := range entries {
+		if e.Record != nil && e.Record.Request.Pod.Namespace == pod.Namespace && e.Record.Request.Pod.Name == pod.Name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Dir is one state directory.
 type Dir struct{ Root string }
 

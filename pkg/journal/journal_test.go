@@ -117,3 +117,23 @@ func TestPendingOnMissingDir(t *testing.T) {
 		t.Fatalf("%v %v", got, err)
 	}
 }
+
+func TestTeardownsOf(t *testing.T) {
+	rec := func(ns, name, uid string) *Record {
+		return &Record{Request: wire.ReserveRequest{Pod: wire.PodRef{Namespace: ns, Name: name, UID: uid}}}
+	}
+	entries := []Entry{
+		{Name: "a", Record: rec("n", "web-0", "old")},
+		{Name: "b", Record: rec("n", "web-1", "x")},
+		{Name: "c", Err: os.ErrInvalid},
+		{Name: "d", Record: rec("m", "web-0", "y")},
+		{Name: "e", Record: rec("n", "web-0", "older")},
+	}
+	var got []string
+	for _, e := range TeardownsOf(entries, wire.PodRef{Namespace: "n", Name: "web-0", UID: "new"}) {
+		got = append(got, e.Name)
+	}
+	if !slices.Equal(got, []string{"a", "e"}) {
+		t.Fatalf("got %v, want [a e]: the pod's own teardowns by namespace and name, whatever their UID", got)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/owners"
-	"github.com/capo-net/capo/pkg/wire"
 )
 
 // Reasons an address was reserved.
@@ -73,14 +72,23 @@ func (e *Entry) SetPod(p *corev1.Pod) {
 	}
 }
 
+// OwnerRecord is what a teardown's pod had for its controller when
+// capo-ipam's ADD asked the agent: a wire.Decision. ok is false when
+// nothing was recorded.
+type OwnerRecord interface {
+	RecordedOwner() (kind, name, uid string, ok bool)
+}
+
 // SetOwner fills the pod's controller from the decision capo-ipam recorded
 // at ADD, for a teardown whose pod object is gone: a StatefulSet's next
 // member still finds the address held for it.
-func (e *Entry) SetOwner(at *wire.Decision) {
-	if at == nil || at.Owner == nil || e.OwnerUID != "" {
+func (e *Entry) SetOwner(at OwnerRecord) {
+	if at == nil || e.OwnerUID != "" {
 		return
 	}
-	e.OwnerKind, e.OwnerName, e.OwnerUID = at.Owner.Kind, at.Owner.Name, at.Owner.UID
+	if kind, name, uid, ok := at.RecordedOwner(); ok {
+		e.OwnerKind, e.OwnerName, e.OwnerUID = kind, name, uid
+	}
 }
 
 // same reports whether two entries say the same, times compared as instants.

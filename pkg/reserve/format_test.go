@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve/internal/layout"
 )
 
 var at = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -107,7 +109,7 @@ func TestDecodeReadsThePerNodeLayout(t *testing.T) {
 func TestDecodeCIDRsWinAndCompareAsValues(t *testing.T) {
 	ann := "v2;10.0.0.1|n1|ns|p|u|cni-del|100||||;10.0.0.2|n1|ns|q|u|cni-del|100||||;FD00::1|n1|ns|r|u|cni-del|100||||"
 	c := Decode(Object{
-		Name: BucketName(1, 0), Annotations: map[string]string{MetadataAnnotation: ann},
+		Name: layout.BucketName(1, 0), Annotations: map[string]string{MetadataAnnotation: ann},
 		CIDRs: []string{"10.0.0.1/32", "10.0.0.3", "fd00:0::1/128", "10.1.0.0/24"},
 	})
 	if c.Err != nil || len(c.Entries) != 4 {
@@ -129,7 +131,7 @@ func TestUnreadableObjectsAreNeverRewritten(t *testing.T) {
 		"v3;x", "v1;10.0.0.1|n", "v2;10.0.0.1|n|ns|p|u|r|notanumber||||", "v2;10.0.0.1|n|ns|p|u|r||+5|||", "z1:!!!",
 		"z2:" + base64.StdEncoding.EncodeToString([]byte("not deflate")),
 	} {
-		o := Object{Name: BucketName(2, 0), Annotations: map[string]string{MetadataAnnotation: bad, "other": "x"}, CIDRs: []string{"10.0.0.1/32", "FD00::1/128"}}
+		o := Object{Name: layout.BucketName(2, 0), Annotations: map[string]string{MetadataAnnotation: bad, "other": "x"}, CIDRs: []string{"10.0.0.1/32", "FD00::1/128"}}
 		c := Decode(o)
 		if c.Err == nil || c.Writable() {
 			t.Errorf("%q: want an unreadable object", bad)

@@ -3,6 +3,8 @@ package reserve
 import (
 	"strings"
 	"testing"
+
+	"github.com/capo-net/capo/pkg/reserve/internal/layout"
 )
 
 // FuzzLayout: object names are read back from the datastore, where anyone
@@ -16,9 +18,9 @@ func FuzzLayout(f *testing.F) {
 	f.Add("capo.bucket-03.01", "ip-10-0-1-2.ec2.internal", maxOverflow)
 	f.Add("capo.bucket-+3.+1", "x", -1)
 	f.Fuzz(func(t *testing.T, name, node string, i int) {
-		if b, idx, ok := ParseBucketName(name); ok {
-			if b < 0 || b >= Buckets || idx < 0 || idx > maxOverflow || BucketName(b, idx) != name {
-				t.Fatalf("%q parses as bucket %d object %d, named %q", name, b, idx, BucketName(b, idx))
+		if b, idx, ok := layout.ParseBucketName(name); ok {
+			if b < 0 || b >= Buckets || idx < 0 || idx > maxOverflow || layout.BucketName(b, idx) != name {
+				t.Fatalf("%q parses as bucket %d object %d, named %q", name, b, idx, layout.BucketName(b, idx))
 			}
 		}
 		if b := BucketOf(node); b < 0 || b >= Buckets {
@@ -27,14 +29,14 @@ func FuzzLayout(f *testing.F) {
 		if i < 0 || i > maxOverflow {
 			return
 		}
-		if b, idx, ok := ParseBucketName(BucketName(BucketOf(node), i)); !ok || b != BucketOf(node) || idx != i {
+		if b, idx, ok := layout.ParseBucketName(layout.BucketName(BucketOf(node), i)); !ok || b != BucketOf(node) || idx != i {
 			t.Fatalf("bucket %d object %d does not parse back: %d %d %v", BucketOf(node), i, b, idx, ok)
 		}
-		legacy := LegacyName(node, i)
+		legacy := layout.LegacyName(node, i)
 		if len(legacy) > 253 {
 			t.Fatalf("per-node name of %d bytes", len(legacy))
 		}
-		if _, _, ok := ParseBucketName(legacy); ok {
+		if _, _, ok := layout.ParseBucketName(legacy); ok {
 			t.Fatalf("per-node name %q parses as a bucket object", legacy)
 		}
 	})

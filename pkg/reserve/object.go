@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/capo-net/capo/pkg/reserve/internal/layout"
 )
 
 // Object is a capo IPReservation as the model sees it, without Calico's
@@ -45,7 +47,7 @@ func (c *Contents) Writable() bool { return c.Err == nil && !c.Retired }
 
 // NewBucketObject is an empty, not yet created object of a bucket.
 func NewBucketObject(bucket, i int) *Contents {
-	return &Contents{Name: BucketName(bucket, i), Bucket: bucket, Index: i, Entries: map[string]Entry{}, size: len(textV2)}
+	return &Contents{Name: layout.BucketName(bucket, i), Bucket: bucket, Index: i, Entries: map[string]Entry{}, size: len(textV2)}
 }
 
 // Decode reads an object. The CIDR list is what Calico enforces, so it
@@ -53,14 +55,14 @@ func NewBucketObject(bucket, i int) *Contents {
 // metadata, a record without an address is dropped.
 func Decode(o Object) *Contents {
 	c := &Contents{Name: o.Name, Bucket: -1, Entries: map[string]Entry{}, raw: o}
-	if b, i, ok := ParseBucketName(o.Name); ok {
+	if b, i, ok := layout.ParseBucketName(o.Name); ok {
 		c.Bucket, c.Index = b, i
 		if i == 0 {
 			c.Overflow = parseOverflow(o.Annotations[OverflowAnnotation])
 		}
 	} else if c.Node = o.Annotations[LegacyNodeKey]; c.Node == "" {
 		c.Err = fmt.Errorf("neither a bucket object nor annotated with its node (%s)", LegacyNodeKey)
-	} else if n, ok := strings.CutPrefix(o.Name, LegacyName(c.Node, 0)+"-s"); ok {
+	} else if n, ok := strings.CutPrefix(o.Name, layout.LegacyName(c.Node, 0)+"-s"); ok {
 		c.Index, _ = strconv.Atoi(n)
 	}
 	for _, cidr := range o.CIDRs {

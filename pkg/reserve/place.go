@@ -3,6 +3,8 @@ package reserve
 import (
 	"fmt"
 	"slices"
+
+	"github.com/capo-net/capo/pkg/reserve/internal/layout"
 )
 
 // Bucket is one bucket as read: its head (nil if it does not exist) and
@@ -95,7 +97,7 @@ func (pl *placer) place(e Entry) error {
 	target := pl.b.roomFor(e, pl.l)
 	if target == nil {
 		if target = pl.b.grow(); target == nil {
-			return fmt.Errorf("bucket %s has %d overflow objects, all full: release reservations or raise the limits", BucketName(pl.b.N, 0), maxOverflow)
+			return fmt.Errorf("bucket %s has %d overflow objects, all full: release reservations or raise the limits", layout.BucketName(pl.b.N, 0), maxOverflow)
 		}
 		pl.created[target] = true
 		if target.Index > 0 && pl.b.Head.Relist(target.Index) {

@@ -32,9 +32,9 @@ func head(overflow []int, ips ...string) *Contents {
 	return c
 }
 
-// layout is what each write holds: "+name" for a create, "name" for an
+// writesOf is what each write holds: "+name" for a create, "name" for an
 // update, then its addresses and the head's overflow list.
-func layout(p *Placement) []string {
+func writesOf(p *Placement) []string {
 	var out []string
 	for _, w := range p.Writes {
 		s := w.Name
@@ -115,7 +115,7 @@ func TestPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := layout(p); !slices.Equal(got, tc.want) {
+			if got := writesOf(p); !slices.Equal(got, tc.want) {
 				t.Errorf("writes\n %v\nwant\n %v", got, tc.want)
 			}
 			if !slices.Equal(p.Held, tc.wantHeld) {

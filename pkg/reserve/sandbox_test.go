@@ -82,3 +82,31 @@ func TestPlaceRenewsALaterTeardownOfTheSamePod(t *testing.T) {
 		t.Fatalf("another pod's teardown never takes over a reservation: %+v", b.Head.Entries)
 	}
 }
+
+type recordedOwner struct {
+	kind, name, uid string
+	ok              bool
+}
+
+func (r recordedOwner) RecordedOwner() (kind, name, uid string, ok bool) {
+	return r.kind, r.name, r.uid, r.ok
+}
+
+// SetOwner takes the controller recorded at ADD only for an entry that has
+// none from its pod object, and only if one was recorded.
+func TestSetOwner(t *testing.T) {
+	var e Entry
+	e.SetOwner(nil)
+	e.SetOwner(recordedOwner{kind: "StatefulSet", name: "web", uid: "u1"})
+	if e.OwnerKind != "" {
+		t.Fatalf("an unrecorded owner was taken: %+v", e)
+	}
+	e.SetOwner(recordedOwner{kind: "StatefulSet", name: "web", uid: "u1", ok: true})
+	if e.OwnerKind != "StatefulSet" || e.OwnerName != "web" || e.OwnerUID != "u1" {
+		t.Fatalf("recorded owner not taken: %+v", e)
+	}
+	e.SetOwner(recordedOwner{kind: "StatefulSet", name: "db", uid: "u2", ok: true})
+	if e.OwnerUID != "u1" {
+		t.Fatalf("the pod object's owner was overwritten: %+v", e)
+	}
+}

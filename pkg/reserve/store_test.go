@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve/internal/layout"
 )
 
 func TestCollectMergesCopiesAndSkipsUnreadable(t *testing.T) {
-	legacy := Decode(Object{Name: LegacyName("n1", 0), Annotations: map[string]string{
+	legacy := Decode(Object{Name: layout.LegacyName("n1", 0), Annotations: map[string]string{
 		LegacyNodeKey:      "n1",
 		MetadataAnnotation: "v1;10.0.0.1|ns|old|u|cni-del|100|||",
 	}, CIDRs: []string{"10.0.0.1/32"}})
@@ -19,7 +21,7 @@ func TestCollectMergesCopiesAndSkipsUnreadable(t *testing.T) {
 	other := NewBucketObject(4, 0)
 	other.add(Entry{IP: "10.0.0.1", Node: "n2", Pod: "n2-pod", ReservedAt: time.Unix(10, 0)})
 	broken := bucketWith(Entry{IP: "10.9.9.9"})
-	broken.Name, broken.Err = BucketName(5, 0), errors.New("bad annotation")
+	broken.Name, broken.Err = layout.BucketName(5, 0), errors.New("bad annotation")
 	l := Collect([]*Contents{bucket, broken, legacy, other})
 	var got []string
 	for _, e := range l.Entries {
@@ -29,7 +31,7 @@ func TestCollectMergesCopiesAndSkipsUnreadable(t *testing.T) {
 	if fmt.Sprint(got[:2]) != want || len(got) != 3 {
 		t.Fatalf("entries %v\nwant %s and fd00::1", got, want)
 	}
-	if len(l.Unreadable) != 1 || l.Unreadable[0].Object != BucketName(5, 0) || l.Unreadable[0].Addresses != 1 || l.Legacy != 1 {
+	if len(l.Unreadable) != 1 || l.Unreadable[0].Object != layout.BucketName(5, 0) || l.Unreadable[0].Addresses != 1 || l.Legacy != 1 {
 		t.Fatalf("unreadable %+v legacy %d", l.Unreadable, l.Legacy)
 	}
 }

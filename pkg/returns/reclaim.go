@@ -32,7 +32,7 @@ func (l Lost) Says() string {
 	return "not lost"
 }
 
-// LostNode says whether Kubernetes asserts that node's workloads are dead;
+// NodeDeclaredDead says whether Kubernetes asserts that node's workloads are dead;
 // nil is a Node object that is gone. Only two states say so: the Node
 // deleted, or tainted out-of-service (non-graceful node shutdown: an
 // operator says it is off). A node tainted unreachable is not: its kubelet
@@ -42,8 +42,9 @@ func (l Lost) Says() string {
 // grace. Nor is a node only NotReady (its kubelet still reports, say under
 // pressure or with its runtime down): its kubelet runs the sandbox's DEL
 // itself, and a DEL capo-ipam journaled there is replayed by that node's
-// agent.
-func LostNode(node *corev1.Node) Lost {
+// agent. (capo-controller's nodeDownOrGone is far wider: it covers the
+// teardowns of any node that may not run them, and frees nothing.)
+func NodeDeclaredDead(node *corev1.Node) Lost {
 	if node == nil {
 		return NodeGone
 	}
@@ -54,6 +55,10 @@ func LostNode(node *corev1.Node) Lost {
 	}
 	return ""
 }
+
+// LostNode is NodeDeclaredDead's former name, until its last caller
+// (daemon/agent/reclaim.go) moves to the new one.
+var LostNode = NodeDeclaredDead
 
 // Predecessor is an allocation capo-ipam frees before it requests a
 // returning member's address: the member's own earlier sandbox, on a node
@@ -73,7 +78,7 @@ var containerID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
 // before the address is requested: only under anyNode, only for the same
 // member's predecessor (the same namespace and pod name, another pod UID:
 // names are unique, so that pod object is gone), only on another node
-// Kubernetes has declared lost (lost, see LostNode), and only for a handle
+// Kubernetes has declared lost (lost, see NodeDeclaredDead), and only for a handle
 // capo-ipam can name to calico-ipam's DEL ("<network>.<container ID>").
 // Otherwise nil and why not. Calico would free it itself after its leak
 // grace period and give it to anyone; this gives it to the member alone,

@@ -12,7 +12,7 @@ import (
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
-func TestLostNode(t *testing.T) {
+func TestNodeDeclaredDead(t *testing.T) {
 	taint := func(key string) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: key, Effect: corev1.TaintEffectNoExecute}}}}
 	}
@@ -33,7 +33,7 @@ func TestLostNode(t *testing.T) {
 		{"not ready", taint(corev1.TaintNodeNotReady), ""},
 		{"healthy", &corev1.Node{}, ""},
 	} {
-		if got := LostNode(tc.node); got != tc.want {
+		if got := NodeDeclaredDead(tc.node); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

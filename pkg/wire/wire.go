@@ -53,6 +53,15 @@ type Decision struct {
 	Owner *Owner `json:"owner,omitempty"`
 }
 
+// RecordedOwner is the pod's controller as recorded at ADD; ok is false
+// when d, or its owner, is nil (reserve.Entry.SetOwner reads it).
+func (d *Decision) RecordedOwner() (kind, name, uid string, ok bool) {
+	if d == nil || d.Owner == nil {
+		return "", "", "", false
+	}
+	return d.Owner.Kind, d.Owner.Name, d.Owner.UID, true
+}
+
 // Owner is a pod's controlling object.
 type Owner struct {
 	Kind string `json:"kind"` // as owners.Key names it: StatefulSet, StatefulSet.apps.kruise.io

@@ -151,7 +151,7 @@ func perNodeObjects(n, perNode int) []apiv3.IPReservation {
 		}
 		// Decoding and writing back packs the text as the per-node layout did.
 		c := reserve.Decode(reserve.Object{
-			Name: reserve.LegacyName(name, 0), CIDRs: cidrs, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: name},
+			Name: calicostore.LegacyName(name, 0), CIDRs: cidrs, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: name},
 			Annotations: map[string]string{reserve.LegacyNodeKey: name, reserve.MetadataAnnotation: strings.Join(records, ";")},
 		})
 		out = append(out, toReservation(c.Object()))

@@ -63,7 +63,7 @@ func TestMigrationFromThePerNodeLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range list.Items {
-				if strings.HasPrefix(r.Name, reserve.LegacyName(env.Node, 0)) {
+				if strings.HasPrefix(r.Name, calicostore.LegacyName(env.Node, 0)) {
 					return false
 				}
 			}
@@ -96,7 +96,7 @@ type oldAgent struct {
 }
 
 func (a *oldAgent) reserve(ctx context.Context, ip string) error {
-	name := reserve.LegacyName(a.node, 0)
+	name := calicostore.LegacyName(a.node, 0)
 	for {
 		res, err := a.c.IPReservations().Get(ctx, name, options.GetOptions{})
 		if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {

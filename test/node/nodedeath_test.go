@@ -50,7 +50,7 @@ type nodeLoss struct {
 	// lose runs once the node is NotReady and returns when the member's
 	// pod object is gone.
 	lose func(t *testing.T, n2 *nodebed.Node2, ns string, old *corev1.Pod)
-	// reasons are the agent's reclaim reasons (returns.LostNode) one of
+	// reasons are the agent's reclaim reasons (returns.NodeDeclaredDead) one of
 	// which must count the return.
 	reasons []string
 }

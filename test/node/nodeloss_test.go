@@ -50,7 +50,7 @@ func evictThenOutOfService(t *testing.T, n2 *nodebed.Node2, ns string, old *core
 	}
 	tainted := time.Now()
 	podGone(t, ns, old, time.Minute, "the pod GC (out-of-service)")
-	// kubectl taint puts the new taint first: returns.LostNode, which takes
+	// kubectl taint puts the new taint first: returns.NodeDeclaredDead, which takes
 	// the first of the two, then says out-of-service.
 	t.Logf("the pod GC force-deleted %s %s after the out-of-service taint; taints: %s", old.Name, time.Since(tainted).Round(time.Second), taintsOf(t, n2.Name))
 }

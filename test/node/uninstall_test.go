@@ -16,7 +16,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/nodebed"
 )
 
@@ -216,7 +216,7 @@ func capoReservations(t *testing.T) []string {
 	}
 	var names []string
 	for _, r := range list.Items {
-		if _, _, bucket := reserve.ParseBucketName(r.Name); bucket || strings.HasPrefix(r.Name, "capo-") {
+		if _, _, bucket := calicostore.ParseBucketName(r.Name); bucket || strings.HasPrefix(r.Name, "capo-") {
 			names = append(names, r.Name)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 func (s *Store) loadBucket(ctx context.Context, n int) (*reserve.Bucket, map[*reserve.Contents]*apiv3.IPReservation, error) {
 	b := &reserve.Bucket{N: n}
 	read := map[*reserve.Contents]*apiv3.IPReservation{}
-	head, err := s.get(ctx, reserve.BucketName(n, 0))
+	head, err := s.get(ctx, BucketName(n, 0))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,7 +31,7 @@ func (s *Store) loadBucket(ctx context.Context, n int) (*reserve.Bucket, map[*re
 	}
 	b.Head, read[head.c] = head.c, head.res
 	for _, i := range head.c.Overflow {
-		o, err := s.get(ctx, reserve.BucketName(n, i))
+		o, err := s.get(ctx, BucketName(n, i))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -126,7 +126,7 @@ func (s *Store) relist(ctx context.Context, n int, idx []int) error {
 		return changed
 	}
 	for attempt := 0; ; attempt++ {
-		head, err := s.edit(ctx, reserve.BucketName(n, 0), nil, func(c *reserve.Contents) bool { return !c.Retired && add(c) })
+		head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *reserve.Contents) bool { return !c.Retired && add(c) })
 		if err != nil || head != nil && !head.c.Retired {
 			return err
 		}

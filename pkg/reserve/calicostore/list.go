@@ -78,7 +78,7 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 	}
 	objs = append(objs, b.Overflow...)
 	for i := 0; i < maxLegacyShards; i++ {
-		l, err := s.get(ctx, reserve.LegacyName(node, i))
+		l, err := s.get(ctx, LegacyName(node, i))
 		if err != nil {
 			return nil, err
 		}

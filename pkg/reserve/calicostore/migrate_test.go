@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -70,7 +71,7 @@ func TestMigrationRacesAnAgentOfThePerNodeLayout(t *testing.T) {
 		if _, err := s.List(ctx); err != nil {
 			t.Fatal(err)
 		}
-		first := reserve.LegacyName(legacyNode, 0)
+		first := calicostore.LegacyName(legacyNode, 0)
 		once(s.Objects, "update", first, func() { // the controller is about to retire it
 			o, _ := s.Objects.Object(first)
 			o.CIDRs = append(o.CIDRs, "10.77.0.77/32") // the old agent adds an address (its record is lost in the edit: kept without metadata)
@@ -96,11 +97,11 @@ func TestReleaseFromThePerNodeLayout(t *testing.T) {
 	if err != nil || len(rel) != 2 {
 		t.Fatalf("released %v %v", rel, err)
 	}
-	o, ok := s.Objects.Object(reserve.LegacyName(legacyNode, 0))
+	o, ok := s.Objects.Object(calicostore.LegacyName(legacyNode, 0))
 	if !ok || !strings.HasPrefix(o.Annotations[reserve.MetadataAnnotation], "z1:") || len(o.CIDRs) != 2 {
 		t.Fatalf("first object %+v", o)
 	}
-	if _, ok := s.Objects.Object(reserve.LegacyName(legacyNode, 1)); ok {
+	if _, ok := s.Objects.Object(calicostore.LegacyName(legacyNode, 1)); ok {
 		t.Fatal("the emptied second object is still there")
 	}
 }
@@ -110,13 +111,13 @@ func TestTidyRepairsWhatWritersLeft(t *testing.T) {
 	s := reservetest.NewStore(reserve.Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20})
 	mustReserve(t, s, "n1", "10.0.0.1", "10.0.0.2", "10.0.0.3")
 	b := reserve.BucketOf("n1")
-	head, _ := s.Objects.Object(reserve.BucketName(b, 0))
+	head, _ := s.Objects.Object(calicostore.BucketName(b, 0))
 	head.Annotations[reserve.OverflowAnnotation] = "1,5" // 2 unlisted, 5 listed but gone
 	s.Objects.Put(head)
 	empty := reserve.NewBucketObject((b+1)%reserve.Buckets, 0).Object() // emptied, never deleted
 	s.Objects.Put(empty)
 	retired := reserve.Object{
-		Name: reserve.BucketName((b+2)%reserve.Buckets, 0), Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
+		Name: calicostore.BucketName((b+2)%reserve.Buckets, 0), Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
 		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"},
 	}
 	s.Objects.Put(retired)
@@ -127,7 +128,7 @@ func TestTidyRepairsWhatWritersLeft(t *testing.T) {
 	if err != nil || tidied.Relisted != 1 || tidied.Deleted != 2 {
 		t.Fatalf("tidy %+v %v", tidied, err)
 	}
-	head, _ = s.Objects.Object(reserve.BucketName(b, 0))
+	head, _ = s.Objects.Object(calicostore.BucketName(b, 0))
 	if head.Annotations[reserve.OverflowAnnotation] != "1,2" || len(s.Objects.Names()) != 3 {
 		t.Fatalf("list %q, objects %v", head.Annotations[reserve.OverflowAnnotation], s.Objects.Names())
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -41,7 +42,7 @@ func once(objs *reservetest.Objects, verb, name string, f func()) {
 func TestReleaseNeverDeletesAConcurrentWrite(t *testing.T) {
 	small := reserve.Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20}
 	b := reserve.BucketOf("n1")
-	overflow := reserve.BucketName(b, 1)
+	overflow := calicostore.BucketName(b, 1)
 	for _, step := range []string{"update", "delete"} {
 		t.Run("agent writes before the controller's "+step, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, etcd bool) {
@@ -70,7 +71,7 @@ func TestReleaseNeverDeletesAConcurrentWrite(t *testing.T) {
 // it) deletes it and writes a new one.
 func TestRetiredHeadIsReplaced(t *testing.T) {
 	s := reservetest.NewStore(reserve.DefaultLimits)
-	head := reserve.BucketName(reserve.BucketOf("n1"), 0)
+	head := calicostore.BucketName(reserve.BucketOf("n1"), 0)
 	s.Objects.Put(reserve.Object{
 		Name: head, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
 		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"},
@@ -88,7 +89,7 @@ func TestUnreadableObjectIsSkippedNotFatal(t *testing.T) {
 	mustReserve(t, s, "n1", "10.0.0.1")
 	mustReserve(t, s, "n2", "10.0.0.2")
 	b := reserve.BucketOf("n1")
-	head := reserve.BucketName(b, 0)
+	head := calicostore.BucketName(b, 0)
 	o, _ := s.Objects.Object(head)
 	o.Annotations[reserve.MetadataAnnotation] = "z2:garbage"
 	o.CIDRs = append(o.CIDRs, "10.9.9.9/32")
@@ -170,7 +171,7 @@ func TestUnlistingNeverStrandsAnObjectMadeAgain(t *testing.T) {
 	controller := reservetest.NewStore(small)
 	agent := controller.Clone(small)
 	mustReserve(t, agent, "n1", "10.0.0.1", "10.0.0.2") // 10.0.0.2 alone in overflow 1
-	head := reserve.BucketName(reserve.BucketOf("n1"), 0)
+	head := calicostore.BucketName(reserve.BucketOf("n1"), 0)
 	once(controller.Objects, "update", head, func() { mustReserve(t, agent, "n1", "10.0.0.9") })
 	if _, err := controller.Release(ctx, []reserve.Ref{{Node: "n1", IP: "10.0.0.2"}}); err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ func TestReleaseAfterAConflictKeepsANewerEntry(t *testing.T) {
 		}
 		renewed := old
 		renewed.Sandbox, renewed.ReservedAt = "bbbb", t0.Add(time.Minute)
-		once(controller.Objects, "update", reserve.BucketName(reserve.BucketOf("n1"), 0), func() {
+		once(controller.Objects, "update", calicostore.BucketName(reserve.BucketOf("n1"), 0), func() {
 			if _, err := agent.Reserve(ctx, "n1", []reserve.Entry{renewed}); err != nil {
 				t.Error(err)
 			}

@@ -91,7 +91,7 @@ func (s *Store) holding(ctx context.Context, set reserve.RefSet) ([]*apiv3.IPRes
 }
 
 func headLast(name string) int {
-	if _, i, ok := reserve.ParseBucketName(name); ok && i == 0 {
+	if _, i, ok := ParseBucketName(name); ok && i == 0 {
 		return 1
 	}
 	return 0
@@ -124,7 +124,7 @@ func (s *Store) finish(ctx context.Context, l *loaded) error {
 // does the converse (creates, then looks at the list), so whichever comes
 // second sees the other: the object never stays unlisted.
 func (s *Store) unlist(ctx context.Context, n, i int) error {
-	head, err := s.edit(ctx, reserve.BucketName(n, 0), nil, func(c *reserve.Contents) bool {
+	head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *reserve.Contents) bool {
 		unlisted := !c.Retired && c.Unlist(i)
 		return s.retireIfEmpty(c) || unlisted
 	})
@@ -134,7 +134,7 @@ func (s *Store) unlist(ctx context.Context, n, i int) error {
 	if err != nil {
 		return err
 	}
-	if again, err := s.get(ctx, reserve.BucketName(n, i)); err != nil || again == nil {
+	if again, err := s.get(ctx, BucketName(n, i)); err != nil || again == nil {
 		return err
 	}
 	return s.relist(ctx, n, []int{i})

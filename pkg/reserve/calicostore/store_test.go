@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -124,7 +125,7 @@ func TestOverflowObjectsComeAndGo(t *testing.T) {
 	s := reservetest.NewStore(reserve.Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20})
 	mustReserve(t, s, "n1", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5")
 	b := reserve.BucketOf("n1")
-	want := []string{reserve.BucketName(b, 0), reserve.BucketName(b, 1), reserve.BucketName(b, 2)}
+	want := []string{calicostore.BucketName(b, 0), calicostore.BucketName(b, 1), calicostore.BucketName(b, 2)}
 	if got := s.Objects.Names(); !slices.Equal(got, want) {
 		t.Fatalf("objects %v, want %v", got, want)
 	}
@@ -157,14 +158,14 @@ func TestListNodeReadsPastAGap(t *testing.T) {
 	s := reservetest.NewStore(reserve.Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20})
 	mustReserve(t, s, "n1", "10.0.0.1", "10.0.0.2", "10.0.0.3")
 	b := reserve.BucketOf("n1")
-	if _, err := s.Objects.Delete(ctx, reserve.BucketName(b, 1), deleteAny); err != nil {
+	if _, err := s.Objects.Delete(ctx, calicostore.BucketName(b, 1), deleteAny); err != nil {
 		t.Fatal(err)
 	}
 	if got := nodeIPs(t, s, "n1"); !slices.Equal(got, []string{"10.0.0.1", "10.0.0.3"}) {
 		t.Fatalf("n1 holds %v past the gap", got)
 	}
 	mustReserve(t, s, "n1", "10.0.0.4") // fills the gap
-	if o, ok := s.Objects.Object(reserve.BucketName(b, 1)); !ok || len(o.CIDRs) != 1 {
+	if o, ok := s.Objects.Object(calicostore.BucketName(b, 1)); !ok || len(o.CIDRs) != 1 {
 		t.Fatalf("gap not refilled: %+v", o)
 	}
 }
