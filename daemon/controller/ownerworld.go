@@ -5,6 +5,7 @@ import (
 	"math"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/capo-net/capo/pkg/owners"
@@ -34,6 +35,10 @@ func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
 			continue
 		}
 		w.TrackedKinds[key] = true
+		if w.StableKinds == nil {
+			w.StableKinds = map[string]bool{}
+		}
+		w.StableKinds[key] = true
 		for _, obj := range ow.inf.GetStore().List() {
 			m, isMeta := obj.(metav1.Object)
 			if !isMeta || m.GetDeletionTimestamp() != nil {
@@ -47,6 +52,42 @@ func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
 		}
 	}
 	return unwatched
+}
+
+// ownerPolicy is a watched owner's policy annotations, for the pass's
+// policy: TTLAnnotation and RecreateAnnotation, as on an apps/v1 set.
+type ownerPolicy struct {
+	key         release.OwnerKey
+	obj         runtime.Object
+	annotations map[string]string
+}
+
+// policies lists the watched owners that carry capo's annotations.
+func (ws *ownerWatches) policies() []ownerPolicy {
+	if ws == nil {
+		return nil
+	}
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var out []ownerPolicy
+	for key, ow := range ws.byKey {
+		if ok, _ := ow.watching(); !ok {
+			continue
+		}
+		for _, obj := range ow.inf.GetStore().List() {
+			m, isMeta := obj.(metav1.Object)
+			ro, isObj := obj.(runtime.Object)
+			if !isMeta || !isObj {
+				continue
+			}
+			ann := m.GetAnnotations()
+			if _, ttl := ann[release.TTLAnnotation]; !ttl && ann[release.RecreateAnnotation] == "" {
+				continue
+			}
+			out = append(out, ownerPolicy{key: release.OwnerKey{Kind: key, Namespace: m.GetNamespace(), Name: m.GetName()}, obj: ro, annotations: ann})
+		}
+	}
+	return out
 }
 
 // kruiseOwner reads an Advanced StatefulSet's members: spec.replicas

@@ -46,7 +46,7 @@ func (rel *releaser) release(ctx context.Context, listing *reserve.Listing) (*pa
 	rd := &passRound{entries: listing.Entries, world: rel.caches.world()}
 	cfg := rel.config.Get()
 	rel.reportUnwatched(rd.entries, rel.watchOwners(&rd.world, cfg.OwnerKinds))
-	rel.reportBadTTLs(rel.caches.policy(&rd.world, cfg))
+	rel.reportBadTTLs(rel.caches.policy(&rd.world, cfg, rel.owners.policies()))
 	rel.recallRecreatable(&rd.world)
 	rd.world.Manual, rd.asked = rel.manualRequests(rd.entries)
 	t := rel.now()

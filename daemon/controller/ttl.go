@@ -33,7 +33,8 @@ type badTTL struct {
 // values of the cached pods, StatefulSets and namespaces, each cut to the
 // operator's maxIPReserveTime (cfg), and the StatefulSets'
 // ScaleDownAnnotation; it returns the invalid and the cut ones apart.
-func (c *caches) policy(w *release.World, cfg *config.Config) []badTTL {
+// Owners of the watched kinds beyond apps/v1 (others) count as a set.
+func (c *caches) policy(w *release.World, cfg *config.Config, others []ownerPolicy) []badTTL {
 	t := release.TTLs{Pods: map[string]time.Duration{}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{}}
 	r := &policyReader{cfg: cfg}
 	w.RecreateNamespaces, w.RecreateSets = map[string]bool{}, map[release.OwnerKey]bool{}
@@ -54,6 +55,13 @@ func (c *caches) policy(w *release.World, cfg *config.Config) []badTTL {
 		// A set being deleted counts too: the controller remembers it.
 		if r.keep(s, key, s.Annotations, release.RecreateAnnotation) {
 			w.RecreateSets[k] = true
+		}
+	}
+	for _, o := range others {
+		key := o.key.Kind + "/" + o.key.Namespace + "/" + o.key.Name
+		r.ttl(o.obj, key, o.annotations, func(d time.Duration) { t.Sets[o.key] = d })
+		if r.keep(o.obj, key, o.annotations, release.RecreateAnnotation) {
+			w.RecreateSets[o.key] = true
 		}
 	}
 	annotated, _ := c.pods.GetIndexer().ByIndex(byTTL, byTTL)

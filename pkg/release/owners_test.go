@@ -52,3 +52,38 @@ func TestPlanOwnersBeyondAppsV1(t *testing.T) {
 		})
 	}
 }
+
+// A Kruise set's (and a listed kind's) own reservation time and its opt-in
+// to keeping its members across a re-creation work as an apps/v1 set's.
+func TestPolicyOfOwnersBeyondAppsV1(t *testing.T) {
+	const kruise = "StatefulSet.apps.kruise.io"
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.TrackedKinds[kruise] = true
+	w.StableKinds = map[string]bool{kruise: true}
+	w.Owners[OwnerKey{kruise, "kafka", "kafka"}] = Owner{UID: "ks-new", StatefulSet: true, Replicas: 3}
+	w.TTLs.Sets = map[OwnerKey]time.Duration{{kruise, "kafka", "kafka"}: 2 * time.Hour}
+	w.RecreateSets = map[OwnerKey]bool{{kruise, "kafka", "kafka"}: true}
+	w.RecreateNamespaces = map[string]bool{"zoo": true}
+	w.Namespaces["zoo"] = true
+
+	long := res("10.2.0.1", "kafka", "kafka-1", 90*time.Minute, kruise, "kafka", "ks-new")
+	if d, from := w.TTLs.TTLOf(long, l.TTL); d != 2*time.Hour || from != FromStatefulSet {
+		t.Fatalf("the Kruise set's time: %s from %s", d, from)
+	}
+	entries := []reserve.Entry{
+		long, // held 90m under the set's 2h
+		res("10.2.0.2", "kafka", "kafka-2", time.Minute, kruise, "kafka", "ks-old"), // the set was re-created and opts in: kept, re-owned
+		res("10.2.0.3", "zoo", "zk-0", time.Minute, kruise, "zk", "ks-9"),          // the namespace opts in: awaiting re-creation
+		res("10.2.0.4", "kafka", "web-0", time.Minute, "Broker.example.com", "web", "b-9"),
+	}
+	w.TrackedKinds["Broker.example.com"] = true // tracked, but not one with stable identities here
+	got := reasons(Plan(entries, t0, l, w))
+	if len(got) != 1 || got["10.2.0.4"] != OwnerGone {
+		t.Fatalf("released %v, want only the untracked-stable owner's", got)
+	}
+	reowned := Reowns(entries[:3], w)
+	if len(reowned["ks-new"]) != 1 || reowned["ks-new"][0].IP != "10.2.0.2" {
+		t.Fatalf("re-owned %v, want kafka-2's to the new Kruise set", reowned)
+	}
+}

@@ -60,8 +60,12 @@ type World struct {
 	// custom resource not listed, a listed one capo cannot watch) are
 	// never judged gone.
 	TrackedKinds map[string]bool
-	Manual       map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
-	TTLs         TTLs                 // per-workload reservation times; Limits.TTL elsewhere
+	// StableKinds are the tracked owner kinds beyond apps/v1 whose members
+	// keep their names (<owner>-<ordinal>): Kruise's Advanced StatefulSet,
+	// the listed ones. Their sets' policy is read as an apps/v1 set's.
+	StableKinds map[string]bool
+	Manual      map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
+	TTLs        TTLs                 // per-workload reservation times; Limits.TTL elsewhere
 	// RecreateNamespaces and RecreateSets opt in to RecreateAnnotation:
 	// namespaces, and StatefulSets by name (those that exist, and those the
 	// controller saw with it before they were deleted).

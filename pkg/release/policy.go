@@ -93,7 +93,7 @@ func (t TTLs) TTLOf(e reserve.Entry, def time.Duration) (time.Duration, string) 
 	if d, ok := t.Pods[e.Namespace+"/"+e.Pod]; ok && e.Pod != "" {
 		return d, FromPod
 	}
-	if d, ok := t.Sets[OwnerKey{Kind: e.OwnerKind, Namespace: e.Namespace, Name: e.OwnerName}]; ok && e.OwnerKind == "StatefulSet" {
+	if d, ok := t.Sets[OwnerKey{Kind: e.OwnerKind, Namespace: e.Namespace, Name: e.OwnerName}]; ok && e.OwnerKind != "" {
 		return d, FromStatefulSet
 	}
 	if d, ok := t.Namespaces[e.Namespace]; ok && e.Namespace != "" {
@@ -102,11 +102,18 @@ func (t TTLs) TTLOf(e reserve.Entry, def time.Duration) (time.Duration, string) 
 	return def, FromConfig
 }
 
-// keepsAcrossRecreate reports whether e's StatefulSet, by name, opts in
-// to RecreateAnnotation, itself or through its namespace.
+// keepsAcrossRecreate reports whether e's StatefulSet (apps/v1, or a
+// watched kind with stable identities: Kruise's, a listed one), by name,
+// opts in to RecreateAnnotation, itself or through its namespace.
 func (w World) keepsAcrossRecreate(e reserve.Entry) bool {
-	return e.OwnerKind == "StatefulSet" &&
+	return w.stableIdentities(e.OwnerKind) &&
 		(w.RecreateNamespaces[e.Namespace] || w.RecreateSets[OwnerKey{Kind: e.OwnerKind, Namespace: e.Namespace, Name: e.OwnerName}])
+}
+
+// stableIdentities says whether kind's members keep their names: apps/v1
+// StatefulSet, and the owner kinds beyond it that are watched.
+func (w World) stableIdentities(kind string) bool {
+	return kind == "StatefulSet" || w.StableKinds[kind]
 }
 
 // Reowns are the kept StatefulSet entries whose set was re-created under
@@ -115,7 +122,7 @@ func Reowns(kept []reserve.Entry, w World) map[string][]reserve.Ref {
 	out := map[string][]reserve.Ref{}
 	for _, e := range kept {
 		o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]
-		if ok && o.StatefulSet && e.OwnerUID != "" && o.UID != e.OwnerUID && w.keepsAcrossRecreate(e) {
+		if ok && (o.StatefulSet || w.StableKinds[e.OwnerKind]) && e.OwnerUID != "" && o.UID != e.OwnerUID && w.keepsAcrossRecreate(e) {
 			out[o.UID] = append(out[o.UID], e.Ref())
 		}
 	}

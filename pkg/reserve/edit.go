@@ -84,7 +84,7 @@ func (c *Contents) Reown(refs RefSet, uid string) bool {
 	}
 	changed := false
 	for _, e := range c.Entries {
-		if _, ok := refs.match(e); ok && e.OwnerKind == "StatefulSet" && e.OwnerUID != uid {
+		if _, ok := refs.match(e); ok && e.OwnerKind != "" && e.OwnerUID != uid {
 			e.OwnerUID = uid
 			c.add(e)
 			changed = true

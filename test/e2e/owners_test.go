@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -80,6 +81,52 @@ func TestAdvancedStatefulSetMembersKeepTheirAddresses(t *testing.T) {
 		c.WaitMetric(1, "capo_controller_releases_total", `reason="owner-gone"`)
 		eventually(t, 10*time.Second, "kafka-1's address released", func() bool { return !held(env, back.IP()) })
 	})
+}
+
+// An Advanced StatefulSet's own policy annotations work as an apps/v1
+// set's: its reservation time ends its evicted member's reservation, and
+// its opt-in keeps a member's address across the set's deletion and
+// re-creation, handed to the new set for the member's return.
+func TestAdvancedStatefulSetPolicyAnnotations(t *testing.T) {
+	ctx := context.Background()
+	if err := bed.ApplyKruiseCRD(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 28, OptIn: true})
+	env.SetConfig(configWith("ipReserveTime: 1h\n"))
+	conflist := env.Conflist(testbed.Capo)
+	zk := env.CreateKruiseSet("zk", 2)
+	env.PatchKruiseSet("zk", map[string]any{"metadata": map[string]any{"annotations": map[string]any{release.TTLAnnotation: "4s"}}})
+	kafka := env.CreateKruiseSet("kafka", 3)
+	keep := map[string]any{"metadata": map[string]any{"annotations": map[string]any{release.RecreateAnnotation: "keep"}}}
+	env.PatchKruiseSet("kafka", keep)
+	z := env.AddPods("zk", 2, conflist, testbed.KruiseOwnedBy(zk))
+	k := env.AddPods("kafka", 3, conflist, testbed.KruiseOwnedBy(kafka))
+	c := env.StartController("c1")
+
+	evict(t, env, z[1])
+	c.WaitMetric(1, "capo_controller_releases_total", `reason="ttl"`)
+	eventually(t, 10*time.Second, "zk-1's address released by its set's 4s", func() bool { return !held(env, z[1].IP()) })
+
+	evict(t, env, k[1])
+	time.Sleep(2 * time.Second) // passes at 1s see the set's opt-in
+	env.DeleteKruiseSet("kafka")
+	time.Sleep(3 * time.Second)
+	if !held(env, k[1].IP()) || c.Metric("capo_controller_releases_total", `reason="owner-gone"`) != 0 {
+		t.Fatalf("kafka-1's %s released while its set, which keeps it across re-creation, is away", k[1].IP())
+	}
+	again := env.CreateKruiseSet("kafka", 3)
+	env.PatchKruiseSet("kafka", keep)
+	eventually(t, 10*time.Second, "kafka-1's reservation handed to the new set", func() bool {
+		return env.Reservations()[k[1].IP()].OwnerUID == string(again.GetUID())
+	})
+	back := env.NewSandbox(env.CreatePod("kafka-1", testbed.KruiseOwnedBy(again)), conflist)
+	if err := back.Add(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if back.IP() != k[1].IP() {
+		t.Fatalf("kafka-1 came back with %s, want its own %s", back.IP(), k[1].IP())
+	}
 }
 
 // A listed owner kind capo cannot watch (not served) never makes its
