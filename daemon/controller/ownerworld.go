@@ -5,8 +5,8 @@ import (
 	"math"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/release"

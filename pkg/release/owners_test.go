@@ -74,7 +74,7 @@ func TestPolicyOfOwnersBeyondAppsV1(t *testing.T) {
 	entries := []reserve.Entry{
 		long, // held 90m under the set's 2h
 		res("10.2.0.2", "kafka", "kafka-2", time.Minute, kruise, "kafka", "ks-old"), // the set was re-created and opts in: kept, re-owned
-		res("10.2.0.3", "zoo", "zk-0", time.Minute, kruise, "zk", "ks-9"),          // the namespace opts in: awaiting re-creation
+		res("10.2.0.3", "zoo", "zk-0", time.Minute, kruise, "zk", "ks-9"),           // the namespace opts in: awaiting re-creation
 		res("10.2.0.4", "kafka", "web-0", time.Minute, "Broker.example.com", "web", "b-9"),
 	}
 	w.TrackedKinds["Broker.example.com"] = true // tracked, but not one with stable identities here
