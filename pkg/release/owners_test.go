@@ -1,6 +1,7 @@
 package release
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -85,5 +86,28 @@ func TestPolicyOfOwnersBeyondAppsV1(t *testing.T) {
 	reowned := Reowns(entries[:3], w)
 	if len(reowned["ks-new"]) != 1 || reowned["ks-new"][0].IP != "10.2.0.2" {
 		t.Fatalf("re-owned %v, want kafka-2's to the new Kruise set", reowned)
+	}
+}
+
+// An entry written before owner kinds were told apart by group names a
+// Kruise member's owner "StatefulSet": its set is found by the UID it
+// recorded, and its member is not released as owner-gone; an entry whose
+// UID no watched set holds is judged as an apps/v1 set's.
+func TestOldEntriesOfKruiseMembersFindTheirSet(t *testing.T) {
+	const kruise = "StatefulSet.apps.kruise.io"
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.TrackedKinds[kruise] = true
+	w.StableKinds = map[string]bool{kruise: true}
+	w.Owners[OwnerKey{kruise, "kafka", "kafka"}] = Owner{UID: "ks-1", StatefulSet: true, Replicas: 2}
+	got := reasons(Plan([]reserve.Entry{
+		res("10.3.0.1", "kafka", "kafka-1", time.Minute, "StatefulSet", "kafka", "ks-1"), // the Kruise set's: kept
+		res("10.3.0.2", "kafka", "kafka-5", time.Minute, "StatefulSet", "kafka", "ks-1"), // ... scaled down as its member
+		res("10.3.0.3", "kafka", "kafka-1", time.Minute, "StatefulSet", "kafka", "ks-9"), // no set holds that UID: gone
+		res("10.3.0.4", "redis", "kafka-1", time.Minute, "StatefulSet", "kafka", "ks-1"), // another namespace: not that set
+	}, t0, l, w))
+	want := map[string]Reason{"10.3.0.2": ScaledDown, "10.3.0.3": OwnerGone, "10.3.0.4": OwnerGone}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

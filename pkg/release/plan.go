@@ -91,7 +91,9 @@ type Release struct {
 func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 	var out []Release
 	var kept []reserve.Entry
+	stable := w.stableByUID()
 	for _, e := range entries {
+		e = w.ownerKindOf(e, stable)
 		if r, ok := ruleFor(e, now, l, w); ok {
 			out = append(out, Release{Entry: e, Reason: r})
 		} else {
@@ -115,6 +117,35 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 		}
 	}
 	return out
+}
+
+// stableByUID indexes the owners of the kinds beyond apps/v1 with stable
+// identities by UID.
+func (w World) stableByUID() map[string]OwnerKey {
+	out := map[string]OwnerKey{}
+	for k, o := range w.Owners {
+		if w.StableKinds[k.Kind] && o.UID != "" {
+			out[o.UID] = k
+		}
+	}
+	return out
+}
+
+// ownerKindOf reads an entry written before capo told owner kinds apart by
+// group (its kind "StatefulSet" for a member of Kruise's Advanced
+// StatefulSet) as its owner's: no apps/v1 set of its name holds the UID it
+// recorded, and a watched set of the name does. A UID names one object.
+func (w World) ownerKindOf(e reserve.Entry, stable map[string]OwnerKey) reserve.Entry {
+	if e.OwnerKind != "StatefulSet" || e.OwnerUID == "" {
+		return e
+	}
+	if o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]; ok && o.UID == e.OwnerUID {
+		return e
+	}
+	if k, ok := stable[e.OwnerUID]; ok && k.Namespace == e.Namespace && k.Name == e.OwnerName {
+		e.OwnerKind = k.Kind
+	}
+	return e
 }
 
 func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
