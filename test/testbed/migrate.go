@@ -3,14 +3,19 @@ package testbed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 )
 
 // Calico's v1 to v3 datastore migration, in the steps its kube-controllers
@@ -130,4 +135,128 @@ func converted(v1 *unstructured.Unstructured, kind string) *unstructured.Unstruc
 		}
 	}
 	return out
+}
+
+// MigrationCRDFile is Calico's DatastoreMigration CRD, looked for beside
+// the kube-controllers binary in EnvCalicoBin's folder.
+const MigrationCRDFile = "migration.projectcalico.org_datastoremigrations.yaml"
+
+// CalicoMigrationFromEnv finds Calico's own migration controller in
+// EnvCalicoBin's folder: a kube-controllers built from Calico's master, its
+// DatastoreMigration CRD (MigrationCRDFile) and its v1 CRDs
+// (crd.projectcalico.org_*.yaml, libcalico-go/config/crd). No release the
+// module proxy serves has them.
+func CalicoMigrationFromEnv() (bin, crd string, ok bool) {
+	dir := os.Getenv(EnvCalicoBin)
+	if dir == "" {
+		return "", "", false
+	}
+	bin, crd = filepath.Join(dir, "kube-controllers"), filepath.Join(dir, MigrationCRDFile)
+	for _, f := range []string{bin, crd} {
+		if _, err := os.Stat(f); err != nil {
+			return "", "", false
+		}
+	}
+	return bin, crd, true
+}
+
+var datastoreMigrations = schema.GroupVersionResource{Group: "migration.projectcalico.org", Version: "v1", Resource: "datastoremigrations"}
+
+// CalicoMigration is Calico's kube-controllers running its datastore
+// migration controller for the bed's Kubernetes datastore.
+type CalicoMigration struct {
+	proc *proc
+	log  string
+	dyn  dynamic.Interface
+}
+
+// StartCalicoMigration applies the DatastoreMigration CRD, runs
+// kube-controllers (the migration controller; no IPAM garbage collection:
+// ENABLED_CONTROLLERS names only the namespace controller) until the test
+// ends, and asks it to migrate (a DatastoreMigration, as Calico's docs do).
+func (b *Bed) StartCalicoMigration(t testing.TB, bin, crd string) *CalicoMigration {
+	t.Helper()
+	ctx := context.Background()
+	if err := b.createCRDs(ctx, []string{crd}); err != nil && !apierrors.IsAlreadyExists(errors.Unwrap(err)) {
+		t.Fatalf("testbed: the DatastoreMigration CRD: %v", err)
+	}
+	dyn, err := dynamic.NewForConfig(b.REST)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := upgradeCRDs(ctx, dyn, filepath.Dir(bin)); err != nil {
+		t.Fatalf("testbed: upgrading Calico's v1 CRDs to the migrating release's: %v", err)
+	}
+	dir := filepath.Join(b.Dir, b.Unique("calico-migration-"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &CalicoMigration{log: filepath.Join(dir, "kube-controllers.log"), dyn: dyn}
+	argv := append([]string{"env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "ENABLED_CONTROLLERS=namespace", "LOG_LEVEL=info"}, b.CalicoEnv(Kubernetes)...)
+	argv = append(argv, bin, "--status-file="+filepath.Join(dir, "status.json"), "--health-port=0")
+	if m.proc, err = b.sp.start("kube-controllers", m.log, argv...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.proc.stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Calico's migration controller log: %s (kept with CAPO_TESTBED_KEEP=1)", m.log)
+		}
+	})
+	dm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "migration.projectcalico.org/v1", "kind": "DatastoreMigration",
+		"metadata": map[string]any{"name": "v1-to-v3"},
+		"spec":     map[string]any{"type": "APIServerToCRDs"},
+	}}
+	if _, err := dyn.Resource(datastoreMigrations).Create(ctx, dm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("testbed: DatastoreMigration: %v", err)
+	}
+	return m
+}
+
+// Phase is the migration's phase and message.
+func (m *CalicoMigration) Phase(ctx context.Context) (phase, message string, err error) {
+	u, err := m.dyn.Resource(datastoreMigrations).Get(ctx, "v1-to-v3", metav1.GetOptions{})
+	if err != nil {
+		return "", "", err
+	}
+	phase, _, _ = unstructured.NestedString(u.Object, "status", "phase")
+	message, _, _ = unstructured.NestedString(u.Object, "status", "message")
+	return phase, message, nil
+}
+
+// Log is where kube-controllers logs.
+func (m *CalicoMigration) Log() string { return m.log }
+
+// upgradeCRDs replaces the bed's crd.projectcalico.org CRDs by those in dir
+// (crd.projectcalico.org_*.yaml), as upgrading Calico to the release that
+// migrates does: its kube-controllers writes fields (KubeControllersConfiguration's
+// status) that v3.31's CRDs do not have.
+func upgradeCRDs(ctx context.Context, dyn dynamic.Interface, dir string) error {
+	files, _ := filepath.Glob(filepath.Join(dir, "crd.projectcalico.org_*.yaml"))
+	if len(files) == 0 {
+		return fmt.Errorf("no crd.projectcalico.org_*.yaml in %s: put the migrating release's v1 CRDs (libcalico-go/config/crd) beside its kube-controllers", dir)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		old, err := dyn.Resource(crdGVR).Get(ctx, obj.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{})
+		case err == nil:
+			obj.SetResourceVersion(old.GetResourceVersion())
+			_, err = dyn.Resource(crdGVR).Update(ctx, obj, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("CRD %s from %s: %w", obj.GetName(), f, err)
+		}
+	}
+	return nil
 }

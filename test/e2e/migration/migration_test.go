@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -55,22 +56,32 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 	if len(before) != 3 {
 		t.Fatalf("reservations before the migration: %v, want the 3 evicted members'", before)
 	}
-	v1Written := v1ReservationVersions(t)
 
 	// Calico locks v1. The agent and the controller stop writing at once.
-	if err := bed.LockCalico(ctx, calicoapi.GroupV1, true); err != nil {
+	kc, crd, byCalico := testbed.CalicoMigrationFromEnv()
+	var migration *testbed.CalicoMigration
+	if byCalico {
+		t.Logf("Calico's own migration controller migrates: %s", kc)
+		if err := bed.ServeCalicoV3(ctx); err != nil { // installed before, as the release that migrates ships them
+			t.Fatal(err)
+		}
+		migration = bed.StartCalicoMigration(t, kc, crd)
+	} else if err := bed.LockCalico(ctx, calicoapi.GroupV1, true); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	testbed.Eventually(t, 10*time.Second, "the agent not ready, naming Calico's lock", func() bool {
+	testbed.Eventually(t, 30*time.Second, "the agent not ready, naming Calico's lock", func() bool {
 		code, body := env.Agent.Readyz()
 		return code != 200 && strings.Contains(body, "is locked")
 	})
-	t.Logf("the agent saw Calico's lock in %v (Calico drains 10 s before it copies)", time.Since(start).Round(time.Millisecond))
+	t.Logf("the agent turned not ready, naming Calico's lock, %v after the migration began (Calico drains 10 s before it copies)", time.Since(start).Round(time.Millisecond))
 	testbed.Eventually(t, 10*time.Second, "the controller not ready, naming Calico's lock", func() bool {
 		code, body := ctl.Readyz()
 		return code != 200 && strings.Contains(body, "is locked")
 	})
+	// From here on capo writes nothing in v1: what it wrote before, inside
+	// Calico's 10 s drain, is in what Calico copies.
+	v1Written := v1ReservationVersions(t)
 
 	// A DEL in flight: the calico plugin checked the datastore before the
 	// lock and now calls capo-ipam, as it calls its IPAM plugin.
@@ -89,20 +100,21 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 		t.Fatalf("capo wrote v1 IPReservations after Calico locked v1: %v, were %v", now, v1Written)
 	}
 
-	// Calico serves v3, locks it, copies everything and unlocks it.
-	for _, step := range []func() error{
-		func() error { return bed.ServeCalicoV3(ctx) },
-		func() error { return bed.LockCalico(ctx, calicoapi.GroupV3, true) },
-		func() error {
-			counts, err := bed.CopyCalicoToV3(ctx)
-			t.Logf("Calico's copy to v3: %v", counts)
-			return err
-		},
-		func() error { return bed.LockCalico(ctx, calicoapi.GroupV3, false) },
-	} {
-		if err := step(); err != nil {
-			t.Fatal(err)
-		}
+	if byCalico {
+		said := ""
+		testbed.Eventually(t, 2*time.Minute, "Calico's migration converged (v3 copied and unlocked)", func() bool {
+			phase, msg, err := migration.Phase(ctx)
+			if now := fmt.Sprint(phase, ": ", msg, " ", err); now != said {
+				t.Logf("Calico's migration at %v: %s", time.Since(start).Round(time.Second), now)
+				said = now
+			}
+			if phase == "Failed" {
+				t.Fatalf("Calico's migration failed: %s (log %s)", msg, migration.Log())
+			}
+			return phase == "Converged" || phase == "Complete"
+		})
+	} else {
+		bedMigrates(t)
 	}
 
 	// calico-node and capo move to v3 (CALICO_API_GROUP; the chart's
@@ -160,6 +172,26 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 	}
 	if _, heldFor := got[newcomer.IP()]; heldFor {
 		t.Fatalf("a new pod got %s, held for %s", newcomer.IP(), got[newcomer.IP()].Pod)
+	}
+}
+
+// bedMigrates takes the steps of Calico's migration after the lock: v3
+// served, locked, everything copied as Calico converts it, v3 unlocked.
+func bedMigrates(t *testing.T) {
+	ctx := context.Background()
+	for _, step := range []func() error{
+		func() error { return bed.ServeCalicoV3(ctx) },
+		func() error { return bed.LockCalico(ctx, calicoapi.GroupV3, true) },
+		func() error {
+			counts, err := bed.CopyCalicoToV3(ctx)
+			t.Logf("Calico's copy to v3: %v", counts)
+			return err
+		},
+		func() error { return bed.LockCalico(ctx, calicoapi.GroupV3, false) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
