@@ -39,6 +39,8 @@ type returner struct {
 	timeout   time.Duration // for the whole lookup; past it the pod gets a fresh address
 	recorder  record.EventRecorder
 	metrics   *metrics
+	// views reads Calico's view of held addresses; nil: calicoview.Read.
+	views func(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error)
 	// cooldown reads Calico's IP cooldown, which words the refusal of a
 	// return whose address is still cooling.
 	cooldown *calicoview.Cooldown
@@ -138,19 +140,19 @@ func (r *returner) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Pa
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	held, others, err := r.lookup(ctx, mode, pod)
-	if err != nil {
-		return r.refuse(pod, nil, returns.Unreadable, "reading the reservations: "+err.Error())
+	fresh := r.read(ctx, mode, pod)
+	held, view := fresh.held, fresh.view
+	if fresh.listErr != nil {
+		return r.refuse(pod, nil, returns.Unreadable, "reading the reservations: "+fresh.listErr.Error())
 	}
 	if len(held) == 0 {
 		return nil
 	}
-	if reason, why := returns.HeldForAnother(held, others, pod); reason != "" {
+	if reason, why := returns.HeldForAnother(held, fresh.all, pod); reason != "" {
 		return r.refuse(pod, held, reason, why)
 	}
-	view, err := calicoview.Read(ctx, r.calico, r.node, held)
-	if err != nil {
-		return r.refuse(pod, held, returns.Unreadable, err.Error())
+	if fresh.viewErr != nil {
+		return r.refuse(pod, held, returns.Unreadable, fresh.viewErr.Error())
 	}
 	view.Cooldown = r.readCooldown(ctx)
 	ns := namespaceOf(nsMeta)

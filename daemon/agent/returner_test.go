@@ -20,6 +20,7 @@ import (
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
+	"github.com/capo-net/capo/pkg/returns/calicoview"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -183,7 +184,10 @@ func returnerHolding(t *testing.T, store reserve.Store) (*returner, *corev1.Pod)
 	}
 	pod.Spec.NodeName = "n1"
 	sb := &fakeSandboxes{state: sandboxUp, holder: "k8s-pod-network.new"}
-	return &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics(), sandboxes: sb}, pod
+	noCalico := func(context.Context, []reserve.Entry) (*calicoview.View, error) {
+		return nil, errors.New("no Calico in this test")
+	}
+	return &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics(), sandboxes: sb, views: noCalico}, pod
 }
 
 // reportFor is capo-ipam's report that redis-3's new sandbox got ips back.
