@@ -48,8 +48,9 @@ type decider struct {
 	now       func() time.Time
 	reserved  func([]reserve.Entry) // told of every reservation written; nil: nobody
 	// guard is held around a reservation's write: a return that has not
-	// yet ended these addresses' reservations must not end this one.
-	guard func(ips []string) (unlock func())
+	// yet ended these addresses' reservations must not end this one; nil:
+	// no returns.
+	guard *addrGuard
 }
 
 // Decide reserves the sandbox's addresses if its pod is selected, or says
@@ -85,7 +86,7 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 		entries = append(entries, e)
 	}
 	if a.guard != nil {
-		defer a.guard(ips)()
+		defer a.guard.reserving(ips)()
 	}
 	res, err := a.reserve.Reserve(ctx, entries)
 	if err != nil {

@@ -28,8 +28,8 @@ type freshRead struct {
 // slower of the two instead of their sum (on the Kubernetes datastore a
 // consistent List of the reservation objects alone takes tens of
 // milliseconds under write load, as the API server's cache catches up).
-func (r *returner) read(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) freshRead {
-	expected := returns.Held(r.held.entries(), pod)
+func (o *offerer) read(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) freshRead {
+	expected := returns.Held(o.held.entries(), pod)
 	type viewRead struct {
 		v   *calicoview.View
 		err error
@@ -37,14 +37,14 @@ func (r *returner) read(ctx context.Context, mode config.ReturnMode, pod *corev1
 	early := make(chan viewRead, 1)
 	if len(expected) > 0 {
 		go func() {
-			v, err := r.readView(ctx, expected)
+			v, err := o.readView(ctx, expected)
 			early <- viewRead{v, err}
 		}()
 	} else {
 		close(early)
 	}
 	var f freshRead
-	f.held, f.all, f.listErr = r.lookup(ctx, mode, pod)
+	f.held, f.all, f.listErr = o.lookup(ctx, mode, pod)
 	got, read := <-early
 	if f.listErr != nil || len(f.held) == 0 {
 		return f
@@ -53,16 +53,16 @@ func (r *returner) read(ctx context.Context, mode config.ReturnMode, pod *corev1
 		f.view, f.viewErr = got.v, got.err
 		return f
 	}
-	f.view, f.viewErr = r.readView(ctx, f.held)
+	f.view, f.viewErr = o.readView(ctx, f.held)
 	return f
 }
 
 // readView reads Calico's view of entries from this node.
-func (r *returner) readView(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error) {
-	if r.views != nil {
-		return r.views(ctx, entries)
+func (o *offerer) readView(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error) {
+	if o.views != nil {
+		return o.views(ctx, entries)
 	}
-	return calicoview.Read(ctx, r.calico, r.node, entries)
+	return calicoview.Read(ctx, o.calico, o.node, entries)
 }
 
 // covers reports whether a view read for expected tells about every one of

@@ -38,22 +38,22 @@ func (s *listWaiting) List(ctx context.Context) (*reserve.Listing, error) {
 func TestOfferReadsReservationsAndCalicoTogether(t *testing.T) {
 	ctx := context.Background()
 	store := &listWaiting{Store: reservetest.NewStore(reserve.DefaultLimits), viewing: make(chan struct{})}
-	r, pod := returnerHolding(t, store)
-	r.mode = func() config.ReturnMode { return config.ReturnSameNode }
-	r.timeout = 5 * time.Second
+	r, pod := returnsHolding(t, store)
+	r.setMode(func() config.ReturnMode { return config.ReturnSameNode })
+	r.o.timeout = 5 * time.Second
 	entries, err := store.ListNode(ctx, "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.held.replace(entries)
+	r.o.held.replace(entries)
 	var views atomic.Int32
-	r.views = func(_ context.Context, es []reserve.Entry) (*calicoview.View, error) {
+	r.o.views = func(_ context.Context, es []reserve.Entry) (*calicoview.View, error) {
 		if views.Add(1) == 1 {
 			close(store.viewing)
 		}
 		return nil, errors.New("calico unreachable")
 	}
-	got := r.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network")
+	got := r.o.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network")
 	if !store.overlaps.Load() {
 		t.Error("the reservations were listed before Calico's view was read, not with it")
 	}
@@ -71,16 +71,16 @@ func TestOfferReadsReservationsAndCalicoTogether(t *testing.T) {
 func TestOfferReadsTheViewAgainForAnUnexpectedAddress(t *testing.T) {
 	ctx := context.Background()
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r, pod := returnerHolding(t, store)
-	r.mode = func() config.ReturnMode { return config.ReturnSameNode }
-	r.timeout = 5 * time.Second
-	r.held.replace([]reserve.Entry{{IP: "10.0.0.9", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}})
+	r, pod := returnsHolding(t, store)
+	r.setMode(func() config.ReturnMode { return config.ReturnSameNode })
+	r.o.timeout = 5 * time.Second
+	r.o.held.replace([]reserve.Entry{{IP: "10.0.0.9", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}})
 	var read [][]string
-	r.views = func(_ context.Context, es []reserve.Entry) (*calicoview.View, error) {
+	r.o.views = func(_ context.Context, es []reserve.Entry) (*calicoview.View, error) {
 		read = append(read, returns.IPs(es))
 		return nil, errors.New("calico unreachable")
 	}
-	r.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network")
+	r.o.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network")
 	if len(read) != 2 || read[1][0] != "10.0.0.3" {
 		t.Fatalf("views read for %v, want 10.0.0.9 (expected) then 10.0.0.3 (held)", read)
 	}

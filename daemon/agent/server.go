@@ -63,7 +63,8 @@ type server struct {
 	selectors func() []selection.Selector
 	timeout   func() time.Duration // for one decision
 	metrics   *metrics
-	returner  *returner
+	offerer   *offerer
+	settler   *settler
 	// records reads capo-ipam's ADD record of a sandbox from the host's
 	// state dir; nil: none is trusted.
 	records func(network, containerID, ifName string) *journal.AddrRecord
@@ -90,7 +91,7 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		a.returner.wait(sctx)
+		a.settler.wait(sctx)
 	}()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -209,48 +210,19 @@ func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	// other is a request capo-ipam did not send, and is offered nothing.
 	if pod.Spec.NodeName == a.node {
 		d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
-		resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
+		resp.Return = a.offerer.offer(ctx, pod, ns, d, req.Network)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// handleReturnOutcome hears from capo-ipam how an offer ended. It answers
-// at once; a return is confirmed against Calico and its reservations end
-// in the background. The socket is trusted no further than that: a report
-// for an offer the agent did not make is ignored, and one for an offer it
-// made ends nothing until Calico shows the pod's sandbox up with the
-// addresses.
+// handleReturnOutcome hears from capo-ipam how an offer ended (the
+// settler acts on it) and answers at once.
 func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	var o wire.ReturnOutcome
 	if !readRequest(w, r, "return outcome", &o) {
 		return
 	}
-	made, ok := a.returner.takeOffer(o.Pod.UID, o.IPs)
-	if !ok {
-		a.metrics.returns.WithLabelValues("unoffered", "").Inc()
-		slog.Warn("a return report for no offer the agent made: ignored", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "outcome", o.Outcome)
-		writeJSON(w, http.StatusOK, struct{}{})
-		return
-	}
-	// Not tied to capo-ipam's connection: the report is acted on even if
-	// capo-ipam stops waiting for the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
-	defer cancel()
-	pod := a.cluster.Pod(ctx, o.Pod)
-	if pod == nil {
-		pod = made.pod
-	}
-	a.returner.reclaimed(pod, made, &o)
-	if o.Outcome == wire.Returned {
-		a.returner.expect(o.IPs)
-		a.returner.inflight.Add(1)
-		go func() {
-			defer a.returner.inflight.Done()
-			a.returner.returned(context.WithoutCancel(ctx), pod, o)
-		}()
-	} else {
-		a.returner.fellBack(pod, &o)
-	}
+	a.settler.heard(r.Context(), o)
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
