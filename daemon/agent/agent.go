@@ -59,20 +59,20 @@ type Options struct {
 // Agent is the composition root: it builds the parts on real clients and
 // runs them. Each part gets only what it uses.
 type Agent struct {
-	opts     Options
-	kube     kubernetes.Interface
-	meta     metadata.Interface
-	store    reserve.Store
-	config   *config.Holder
-	metrics  *metrics
-	cluster  *informerCluster
-	batcher  *reserve.Batcher
-	server   *server
-	drainer  *drainer
-	sweeper  *sweeper
-	cni      *cniManager // nil without --manage-cni
-	held     *heldIndex  // pods with reservations on this node, for returns
-	returner *returner
+	opts    Options
+	kube    kubernetes.Interface
+	meta    metadata.Interface
+	store   reserve.Store
+	config  *config.Holder
+	metrics *metrics
+	cluster *informerCluster
+	batcher *reserve.Batcher
+	server  *server
+	drainer *drainer
+	sweeper *sweeper
+	cni     *cniManager // nil without --manage-cni
+	held    *heldIndex  // pods with reservations on this node, for returns
+	settler *settler    // ends returned addresses' reservations
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
@@ -112,20 +112,12 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	j := journal.Dir{Root: opts.StateDir}
 	a.held = newHeldIndex(opts.NodeName)
 	dec.reserved = a.held.add
-	ret := &returner{
-		node: opts.NodeName, store: a.store, calico: calico, mode: func() config.ReturnMode { return cfg().ReturnAddress },
-		held: a.held, timeout: time.Second, recorder: newRecorder(kube, opts.NodeName), metrics: a.metrics,
-		sandboxes: calicoSandboxes{calico: calico},
-		nodes:     kube.CoreV1().Nodes(),
-		cooldown:  &calicoview.Cooldown{REST: kube.Discovery().RESTClient(), Every: time.Minute},
-		// On etcdv3 a Calico node's name may not be its Node's.
-		calicoNodes: calicoNodes{calico},
-	}
-	a.returner = ret
-	dec.guard = ret.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, returner: ret, records: j.AddrRecord, ipam: gatedIPAM{calico.IPAM(), a.readiness}, node: opts.NodeName}
+	var off *offerer
+	off, a.settler = a.newReturns(kube, calico, func() config.ReturnMode { return cfg().ReturnAddress })
+	dec.guard = a.settler.guard
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: gatedIPAM{calico.IPAM(), a.readiness}, node: opts.NodeName}
 	a.drainer = &drainer{journal: j, ipam: gatedIPAM{calico.IPAM(), a.readiness}, decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
-	ret.replay = a.drainer.replayPod
+	off.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{
 		node: opts.NodeName, cluster: a.cluster, ipam: gatedIPAM{calico.IPAM(), a.readiness}, journal: j, decider: dec, timeout: timeout,
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
@@ -142,6 +134,27 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	optedIn := func() bool { return selection.NodeOptedIn(selection.Of(a.cluster.Node())) }
 	newFixedAddressWarner(kube, opts.NodeName, optedIn, a.metrics.fixedAddrPods.Inc).watch(a.cluster)
 	return a
+}
+
+// newReturns wires the two halves of returns: the offerer answers a
+// returning pod's ADD, the settler what capo-ipam then reports. They share
+// the offers; the settler shares its address guard with the decider.
+func (a *Agent) newReturns(kube kubernetes.Interface, calico clientv3.Interface, mode func() config.ReturnMode) (*offerer, *settler) {
+	recorder, offered := newRecorder(kube, a.opts.NodeName), &offers{}
+	off := &offerer{
+		node: a.opts.NodeName, store: a.store, calico: calico, mode: mode,
+		held: a.held, timeout: time.Second, recorder: recorder, metrics: a.metrics,
+		nodes:    kube.CoreV1().Nodes(),
+		cooldown: &calicoview.Cooldown{REST: kube.Discovery().RESTClient(), Every: time.Minute},
+		// On etcdv3 a Calico node's name may not be its Node's.
+		calicoNodes: calicoNodes{calico},
+		offers:      offered,
+	}
+	set := &settler{
+		node: a.opts.NodeName, store: a.store, sandboxes: calicoSandboxes{calico: calico}, mode: mode,
+		held: a.held, recorder: recorder, metrics: a.metrics, pods: a.cluster.Pod, offers: offered, guard: &addrGuard{},
+	}
+	return off, set
 }
 
 // nodeChanged follows the opt-in: the gauge, and the CNI chain.
@@ -296,7 +309,7 @@ func (a *Agent) countReserved(ctx context.Context) {
 	}
 	a.metrics.reservedIPs.Set(float64(len(entries)))
 	a.held.replace(entries)
-	a.returner.reconcile(ctx, a.returner.reconcilable(ctx, entries), a.cluster.cachedPod, a.ifNameOf)
+	a.settler.reconcile(ctx, a.settler.reconcilable(ctx, entries), a.cluster.cachedPod, a.ifNameOf)
 }
 
 // ifNameOf is the interface capo-ipam recorded for the sandbox behind a

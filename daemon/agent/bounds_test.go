@@ -29,40 +29,40 @@ import (
 // offers are older than any report can be.
 func TestForgedOffersKeepTheRealOne(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r, pod := returnerHolding(t, store)
-	if !r.rememberOffer(pod, []string{"10.0.0.3"}) {
+	r, pod := returnsHolding(t, store)
+	if !r.o.offers.remember(pod, []string{"10.0.0.3"}) {
 		t.Fatal("the real offer was refused")
 	}
 	refused := 0
 	for i := range 1000 {
 		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "evil", Name: fmt.Sprintf("p-%d", i), UID: types.UID(fmt.Sprintf("f-%d", i))}}
-		if !r.rememberOffer(forged, []string{"10.0.9.9"}) {
+		if !r.o.offers.remember(forged, []string{"10.0.9.9"}) {
 			refused++
 		}
 	}
 	if refused != 1000-(maxOffered-1) {
 		t.Fatalf("%d forged offers refused, want %d", refused, 1000-(maxOffered-1))
 	}
-	srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
+	srv := serverFor(r, &fakeCluster{pod: pod})
 	report := reportFor("10.0.0.3")
 	w := httptest.NewRecorder()
 	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(mustJSON(t, &report))))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r.wait(ctx)
-	if got := testutil.ToFloat64(r.metrics.returns.WithLabelValues("unoffered", "")); got != 0 {
+	r.s.wait(ctx)
+	if got := testutil.ToFloat64(r.o.metrics.returns.WithLabelValues("unoffered", "")); got != 0 {
 		t.Fatalf("the real report was taken for one of no offer (%v)", got)
 	}
 	if held, _ := store.ListNode(ctx, "n1"); len(held) != 0 {
 		t.Fatalf("the real return's reservation is still held: %+v", held)
 	}
-	r.offeredMu.Lock()
-	for uid, o := range r.offered {
+	r.o.offers.mu.Lock()
+	for uid, o := range r.o.offers.byUID {
 		o.at = o.at.Add(-offerTTL - time.Second)
-		r.offered[uid] = o
+		r.o.offers.byUID[uid] = o
 	}
-	r.offeredMu.Unlock()
-	if !r.rememberOffer(pod, []string{"10.0.0.3"}) {
+	r.o.offers.mu.Unlock()
+	if !r.o.offers.remember(pod, []string{"10.0.0.3"}) {
 		t.Fatal("an offer was refused once the others were past offerTTL")
 	}
 }
@@ -76,7 +76,7 @@ func TestEverySocketPathBounded(t *testing.T) {
 	cluster := &blockingCluster{release: release, blocked: &blocked}
 	srv := &server{
 		cluster: cluster, decider: &recordingDecider{}, metrics: newMetrics(), timeout: func() time.Duration { return time.Second },
-		selectors: func() []selection.Selector { return nil }, returner: &returner{metrics: newMetrics()},
+		selectors: func() []selection.Selector { return nil }, offerer: &offerer{metrics: newMetrics(), offers: &offers{}}, settler: &settler{metrics: newMetrics(), offers: &offers{}, guard: &addrGuard{}},
 		ipam: &handleIPAM{}, node: "n1",
 	}
 	h := srv.handler()
@@ -133,12 +133,13 @@ func (c *blockingCluster) Pod(ctx context.Context, _ wire.PodRef) *corev1.Pod {
 // request naming any other pod (capo-ipam never sends one) makes no offer.
 func TestOfferOnlyToThisNodesPods(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r, pod := returnerHolding(t, store)
+	r, pod := returnsHolding(t, store)
 	pod.Spec.NodeName = "n2"
 	var asked atomic.Int32
-	r.mode = func() config.ReturnMode { asked.Add(1); return config.ReturnSameNode }
+	r.setMode(func() config.ReturnMode { asked.Add(1); return config.ReturnSameNode })
 	ns := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
-	srv := &server{cluster: &fakeCluster{pod: pod, ns: ns}, returner: r, metrics: r.metrics, node: "n1", selectors: func() []selection.Selector { return nil }}
+	srv := serverFor(r, &fakeCluster{pod: pod, ns: ns})
+	srv.node, srv.selectors = "n1", func() []selection.Selector { return nil }
 	w := httptest.NewRecorder()
 	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.AnnotationsPath, strings.NewReader(`{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"network":"k8s-pod-network"}`)))
 	if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"return"`) || asked.Load() != 0 {

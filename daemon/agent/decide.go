@@ -48,17 +48,18 @@ type decider struct {
 	now       func() time.Time
 	reserved  func([]reserve.Entry) // told of every reservation written; nil: nobody
 	// guard is held around a reservation's write: a return that has not
-	// yet ended these addresses' reservations must not end this one.
-	guard func(ips []string) (unlock func())
+	// yet ended these addresses' reservations must not end this one; nil:
+	// no returns.
+	guard *addrGuard
 }
 
 // Decide reserves the sandbox's addresses if its pod is selected, or says
 // why not. An error means no answer: the caller keeps the address
 // allocated (capo-ipam journals; the drain retries).
-func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
-	start := a.now()
-	pod := a.cluster.Pod(ctx, req.Pod)
-	d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(a.cluster.Namespace(req.Pod.Namespace)), selection.Of(pod), a.selectors())
+func (dc *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+	start := dc.now()
+	pod := dc.cluster.Pod(ctx, req.Pod)
+	d := selection.Decide(selection.Of(dc.cluster.Node()), selection.Of(dc.cluster.Namespace(req.Pod.Namespace)), selection.Of(pod), dc.selectors())
 	if pod == nil && req.AtAdd != nil && d.Verdict == selection.Selected {
 		// The pod is gone and forgotten, but capo knew it when it started.
 		d = atAddDecision(req.AtAdd)
@@ -69,7 +70,7 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 	case selection.NotSelected:
 		return &wire.ReserveResponse{Outcome: wire.NotSelected, Rule: d.Rule}, nil
 	}
-	ips, err := a.addresses(ctx, req)
+	ips, err := dc.addresses(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -78,22 +79,22 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 	}
 	entries := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
-		e := entryFor(ip, req, pod, a.now())
+		e := entryFor(ip, req, pod, dc.now())
 		if pod == nil {
 			e.SetOwner(req.AtAdd)
 		}
 		entries = append(entries, e)
 	}
-	if a.guard != nil {
-		defer a.guard(ips)()
+	if dc.guard != nil {
+		defer dc.guard.reserving(ips)()
 	}
-	res, err := a.reserve.Reserve(ctx, entries)
+	res, err := dc.reserve.Reserve(ctx, entries)
 	if err != nil {
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}
-	a.observe(a.now().Sub(start))
-	if a.reserved != nil {
-		a.reserved(entries)
+	dc.observe(dc.now().Sub(start))
+	if dc.reserved != nil {
+		dc.reserved(entries)
 	}
 	slog.Info("reserved", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
 	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: d.Rule}, nil
@@ -101,7 +102,7 @@ func (a *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.R
 
 // addresses are what capo-ipam recorded at ADD, else what Calico's handle
 // holds. A missing handle means nothing is allocated any more.
-func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]string, error) {
+func (dc *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]string, error) {
 	if len(req.RecordedIPs) > 0 {
 		out := make([]string, 0, len(req.RecordedIPs))
 		for _, s := range req.RecordedIPs {
@@ -113,7 +114,7 @@ func (a *decider) addresses(ctx context.Context, req *wire.ReserveRequest) ([]st
 		}
 		return out, nil
 	}
-	got, err := a.ipam.IPsByHandle(ctx, req.Handle())
+	got, err := dc.ipam.IPsByHandle(ctx, req.Handle())
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		return nil, nil
 	}

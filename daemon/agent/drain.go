@@ -70,10 +70,10 @@ type drainer struct {
 	turn     chan struct{}
 }
 
-func (a *drainer) run(ctx context.Context) {
+func (dr *drainer) run(ctx context.Context) {
 	for {
-		a.drain(ctx)
-		if !pause.Sleep(ctx, a.interval) {
+		dr.drain(ctx)
+		if !pause.Sleep(ctx, dr.interval) {
 			return
 		}
 	}
@@ -81,13 +81,13 @@ func (a *drainer) run(ctx context.Context) {
 
 // drain replays every journaled DEL: reserve first, then release. A record
 // goes only when both have succeeded; otherwise it stays for the next pass.
-func (a *drainer) drain(ctx context.Context) {
-	entries, err := a.journal.Pending()
+func (dr *drainer) drain(ctx context.Context) {
+	entries, err := dr.journal.Pending()
 	if err != nil {
-		slog.Error("reading the journal", "dir", a.journal.Root, "err", err)
+		slog.Error("reading the journal", "dir", dr.journal.Root, "err", err)
 		return
 	}
-	a.metrics.journalDepth.Set(float64(len(entries)))
+	dr.metrics.journalDepth.Set(float64(len(entries)))
 	left := len(entries)
 	for _, e := range entries {
 		if ctx.Err() != nil {
@@ -97,27 +97,27 @@ func (a *drainer) drain(ctx context.Context) {
 			slog.Error("journal record needs an operator", "err", e.Err)
 			continue
 		}
-		if a.replayOnce(ctx, e.Name, e.Record) {
+		if dr.replayOnce(ctx, e.Name, e.Record) {
 			left--
 		}
 	}
-	a.metrics.journalDepth.Set(float64(left))
+	dr.metrics.journalDepth.Set(float64(left))
 }
 
 // replayOnce replays a listed record unless another replay took it since
 // the listing (true then too: it is gone).
-func (a *drainer) replayOnce(ctx context.Context, name string, rec *journal.Record) bool {
-	a.turnOnce.Do(func() { a.turn = make(chan struct{}, 1) })
+func (dr *drainer) replayOnce(ctx context.Context, name string, rec *journal.Record) bool {
+	dr.turnOnce.Do(func() { dr.turn = make(chan struct{}, 1) })
 	select {
-	case a.turn <- struct{}{}:
+	case dr.turn <- struct{}{}:
 	case <-ctx.Done():
 		return false
 	}
-	defer func() { <-a.turn }()
-	if !a.journal.Has(name) {
+	defer func() { <-dr.turn }()
+	if !dr.journal.Has(name) {
 		return true
 	}
-	return a.replay(ctx, name, rec)
+	return dr.replay(ctx, name, rec)
 }
 
 // replayPod replays the journaled teardowns of pod (namespace and name) at
@@ -125,53 +125,53 @@ func (a *drainer) replayOnce(ctx context.Context, name string, rec *journal.Reco
 // as a member's sandbox went, the member's ADD waits for the agent, and an
 // offer made before the replay would find nothing reserved and the address
 // still allocated to the old sandbox.
-func (a *drainer) replayPod(ctx context.Context, pod wire.PodRef) {
-	entries, err := a.journal.Pending()
+func (dr *drainer) replayPod(ctx context.Context, pod wire.PodRef) {
+	entries, err := dr.journal.Pending()
 	if err != nil || len(entries) == 0 {
 		return
 	}
 	for _, e := range journal.TeardownsOf(entries, pod) {
-		if a.replayOnce(ctx, e.Name, e.Record) {
+		if dr.replayOnce(ctx, e.Name, e.Record) {
 			slog.Info("replayed a returning pod's own journaled teardown before its ADD", "pod", pod.Namespace+"/"+pod.Name, "record", e.Name)
 		}
 	}
 }
 
-func (a *drainer) replay(ctx context.Context, name string, rec *journal.Record) bool {
+func (dr *drainer) replay(ctx context.Context, name string, rec *journal.Record) bool {
 	if rec.Attempts == 0 {
-		a.metrics.decisions.WithLabelValues("journaled", "journal").Inc()
+		dr.metrics.decisions.WithLabelValues("journaled", "journal").Inc()
 	}
 	fail := func(step string, err error) bool {
 		rec.Attempts++
-		if uerr := a.journal.Update(name, rec); uerr != nil {
+		if uerr := dr.journal.Update(name, rec); uerr != nil {
 			slog.Warn("updating journal record", "record", name, "err", uerr)
 		}
 		slog.Error("journaled DEL not replayed yet; the address stays allocated", "step", step, "record", name, "attempts", rec.Attempts, "err", err)
 		return false
 	}
-	dctx, cancel := context.WithTimeout(ctx, a.timeout())
+	dctx, cancel := context.WithTimeout(ctx, dr.timeout())
 	req := rec.Request
 	if len(req.RecordedIPs) > 0 {
 		// Long enough away, and Calico's GC may have freed and reused them.
-		req.RecordedIPs = notReused(dctx, a.ipam, req.Handle(), req.Pod, req.RecordedIPs)
+		req.RecordedIPs = notReused(dctx, dr.ipam, req.Handle(), req.Pod, req.RecordedIPs)
 	}
-	resp, err := a.decider.Decide(dctx, &req)
+	resp, err := dr.decider.Decide(dctx, &req)
 	cancel()
 	if err != nil {
-		a.metrics.decisions.WithLabelValues("failed", "journal").Inc()
+		dr.metrics.decisions.WithLabelValues("failed", "journal").Inc()
 		return fail("reserve", err)
 	}
-	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "journal").Inc()
-	if err := a.release.Release(ctx, rec); err != nil {
-		a.metrics.releases.WithLabelValues("error").Inc()
+	dr.metrics.decisions.WithLabelValues(string(resp.Outcome), "journal").Inc()
+	if err := dr.release.Release(ctx, rec); err != nil {
+		dr.metrics.releases.WithLabelValues("error").Inc()
 		return fail("release", err)
 	}
-	a.metrics.releases.WithLabelValues("success").Inc()
+	dr.metrics.releases.WithLabelValues("success").Inc()
 	r := rec.Request
-	if err := a.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
+	if err := dr.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
 		slog.Warn("removing ADD record", "err", err)
 	}
-	if err := a.journal.Remove(name); err != nil {
+	if err := dr.journal.Remove(name); err != nil {
 		slog.Error("removing replayed journal record", "record", name, "err", err)
 		return false
 	}

@@ -39,12 +39,12 @@ const (
 // node. It returns a *refusal when the request names another pod, and
 // sets req.RecordedIPs to every address the decision may reserve (none:
 // the handle holds none).
-func (a *server) identify(ctx context.Context, req *wire.ReserveRequest) error {
+func (sv *server) identify(ctx context.Context, req *wire.ReserveRequest) error {
 	req.RecordedIPs, req.AtAdd = nil, nil
-	if a.records != nil {
-		if rec := a.records(req.Network, req.ContainerID, req.IfName); rec != nil && rec.Pod.Name != "" {
+	if sv.records != nil {
+		if rec := sv.records(req.Network, req.ContainerID, req.IfName); rec != nil && rec.Pod.Name != "" {
 			if !samePod(rec.Pod, req.Pod) {
-				return a.refuse(refusedRecord, req, rec.Pod, "capo-ipam's ADD record of sandbox %s names pod %s", req.ContainerID, podName(rec.Pod))
+				return sv.refuse(refusedRecord, req, rec.Pod, "capo-ipam's ADD record of sandbox %s names pod %s", req.ContainerID, podName(rec.Pod))
 			}
 			req.Pod, req.RecordedIPs, req.AtAdd = rec.Pod, rec.IPs, rec.AtAdd
 			if len(rec.IPs) > 0 {
@@ -52,13 +52,13 @@ func (a *server) identify(ctx context.Context, req *wire.ReserveRequest) error {
 			}
 		}
 	}
-	return a.fromHandle(ctx, req)
+	return sv.fromHandle(ctx, req)
 }
 
 // fromHandle reads Calico's allocation for the sandbox: only one made on
 // this node, and the pod calico-ipam recorded for it is the identity.
-func (a *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) error {
-	got, err := a.ipam.IPsByHandle(ctx, req.Handle())
+func (sv *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) error {
+	got, err := sv.ipam.IPsByHandle(ctx, req.Handle())
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		return nil
 	}
@@ -70,19 +70,19 @@ func (a *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) error
 		if !ok {
 			continue
 		}
-		h, err := calicoipam.Who(ctx, a.ipam, addr.Unmap())
+		h, err := calicoipam.Who(ctx, sv.ipam, addr.Unmap())
 		if err != nil {
 			return err
 		}
 		switch {
 		case h == nil || h.Handle != req.Handle():
 			continue // released since: nothing of it to reserve
-		case h.Node != a.node:
-			return a.refuse(refusedNode, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's handle %s was allocated on node %q, not this node %q", req.Handle(), h.Node, a.node)
+		case h.Node != sv.node:
+			return sv.refuse(refusedNode, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's handle %s was allocated on node %q, not this node %q", req.Handle(), h.Node, sv.node)
 		case h.Pod == "" || h.Namespace == "":
-			return a.refuse(refusedUnknown, req, wire.PodRef{}, "Calico's allocation of %s names no pod", addr)
+			return sv.refuse(refusedUnknown, req, wire.PodRef{}, "Calico's allocation of %s names no pod", addr)
 		case !samePod(wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, req.Pod):
-			return a.refuse(refusedHandle, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's allocation of handle %s names pod %s/%s", req.Handle(), h.Namespace, h.Pod)
+			return sv.refuse(refusedHandle, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's allocation of handle %s names pod %s/%s", req.Handle(), h.Namespace, h.Pod)
 		}
 		req.RecordedIPs = append(req.RecordedIPs, addr.Unmap().String())
 	}
@@ -97,8 +97,8 @@ func samePod(host, asked wire.PodRef) bool {
 	return host.UID == "" || asked.UID == "" || host.UID == asked.UID
 }
 
-func (a *server) refuse(why string, req *wire.ReserveRequest, host wire.PodRef, format string, args ...any) error {
-	a.metrics.refused.WithLabelValues(why).Inc()
+func (sv *server) refuse(why string, req *wire.ReserveRequest, host wire.PodRef, format string, args ...any) error {
+	sv.metrics.refused.WithLabelValues(why).Inc()
 	msg := fmt.Sprintf("refused: the request names pod %s, but %s: a teardown belongs to the pod the node's CNI state names; nothing reserved",
 		podName(req.Pod), fmt.Sprintf(format, args...))
 	if why == refusedRecord {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,8 +11,8 @@ import (
 	"github.com/capo-net/capo/pkg/returns"
 )
 
-// The offers the returner made, awaiting capo-ipam's report of how each
-// ended (returner.offered).
+// The offers the offerer made, awaiting capo-ipam's report of how each
+// ended, when the settler takes them.
 
 // offer is an offer made to a pod: its object then, the addresses, and
 // the predecessors' allocations capo-ipam is to free first.
@@ -35,40 +36,50 @@ const (
 	offerTTL   = 2 * time.Minute
 )
 
-// rememberOffer notes an offer until its report. When the bound is reached
-// it forgets offers past offerTTL, and if none is, it refuses the new one
+// offers are the offers made, by pod UID, until capo-ipam says how each
+// ended: the offerer remembers them, the settler takes them. A report is
+// acted on only for an offer the agent made, and judged on the pod as it
+// was offered, should the pod be gone from the cache or the API server be
+// slow to answer by then.
+type offers struct {
+	mu    sync.Mutex
+	byUID map[types.UID]offer
+}
+
+// remember notes an offer until its report. When the bound is reached it
+// forgets offers past offerTTL, and if none is, it refuses the new one
 // (false: the pod gets a fresh address) rather than forget an offer whose
 // report may still come: forged requests cannot push real offers out.
-func (r *returner) rememberOffer(pod *corev1.Pod, ips []string, reclaim ...returns.Predecessor) bool {
-	r.offeredMu.Lock()
-	defer r.offeredMu.Unlock()
+func (m *offers) remember(pod *corev1.Pod, ips []string, reclaim ...returns.Predecessor) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	now := time.Now()
-	if r.offered == nil {
-		r.offered = map[types.UID]offer{}
+	if m.byUID == nil {
+		m.byUID = map[types.UID]offer{}
 	}
-	if _, again := r.offered[pod.UID]; !again && len(r.offered) >= maxOffered {
-		for uid, o := range r.offered {
+	if _, again := m.byUID[pod.UID]; !again && len(m.byUID) >= maxOffered {
+		for uid, o := range m.byUID {
 			if now.Sub(o.at) > offerTTL {
-				delete(r.offered, uid)
+				delete(m.byUID, uid)
 			}
 		}
-		if len(r.offered) >= maxOffered {
+		if len(m.byUID) >= maxOffered {
 			return false
 		}
 	}
-	r.offered[pod.UID] = offer{pod: pod, ips: ips, reclaim: reclaim, at: now}
+	m.byUID[pod.UID] = offer{pod: pod, ips: ips, reclaim: reclaim, at: now}
 	return true
 }
 
-// takeOffer is the offer made to the pod uid covering every one of ips,
+// take is the offer made to the pod uid covering every one of ips,
 // forgotten as it is read; false when the agent made no such offer.
-func (r *returner) takeOffer(uid string, ips []string) (offer, bool) {
-	r.offeredMu.Lock()
-	defer r.offeredMu.Unlock()
-	o, ok := r.offered[types.UID(uid)]
+func (m *offers) take(uid string, ips []string) (offer, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.byUID[types.UID(uid)]
 	if !ok || len(ips) == 0 || slices.ContainsFunc(ips, func(ip string) bool { return !slices.Contains(o.ips, ip) }) {
 		return offer{}, false
 	}
-	delete(r.offered, types.UID(uid))
+	delete(m.byUID, types.UID(uid))
 	return o, true
 }

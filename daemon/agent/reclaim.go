@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
@@ -45,19 +44,19 @@ func (c calicoNodes) Get(ctx context.Context, name string, opts options.GetOptio
 // requesting it for pod (returns.Reclaim), or nil. The holder's Node is
 // read only once everything else allows it: first the rule is asked as if
 // that node were lost.
-func (r *returner) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *calicoipam.Holder, network string) *returns.Predecessor {
-	if r.nodes == nil || h == nil {
+func (o *offerer) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *calicoipam.Holder, network string) *returns.Predecessor {
+	if o.nodes == nil || h == nil {
 		return nil
 	}
-	if p, _ := returns.Reclaim(mode, pod, e, r.node, network, h, returns.NodeGone); p == nil {
+	if p, _ := returns.Reclaim(mode, pod, e, o.node, network, h, returns.NodeGone); p == nil {
 		return nil
 	}
-	node, err := r.kubeNode(ctx, h.Node)
+	node, err := o.kubeNode(ctx, h.Node)
 	if err != nil {
 		slog.Info("not freeing a returning member's address from its predecessor: its node could not be read", "pod", pod.Namespace+"/"+pod.Name, "ip", e.IP, "node", h.Node, "err", err)
 		return nil
 	}
-	p, why := returns.Reclaim(mode, pod, e, r.node, network, h, returns.LostNode(node))
+	p, why := returns.Reclaim(mode, pod, e, o.node, network, h, returns.NodeDeclaredDead(node))
 	if p == nil {
 		slog.Info("not freeing a returning member's address from its predecessor", "pod", pod.Namespace+"/"+pod.Name, "ip", e.IP, "why", why)
 	}
@@ -70,10 +69,10 @@ func (r *returner) predecessor(ctx context.Context, mode config.ReturnMode, pod 
 // Calico name, every such node would look gone. A Calico node that does not
 // exist is gone, as Calico's GC judges it; one that names no Kubernetes
 // Node is not Kubernetes' to declare lost.
-func (r *returner) kubeNode(ctx context.Context, calicoName string) (*corev1.Node, error) {
+func (o *offerer) kubeNode(ctx context.Context, calicoName string) (*corev1.Node, error) {
 	name := calicoName
-	if r.calicoNodes != nil {
-		cn, err := r.calicoNodes.Get(ctx, calicoName, options.GetOptions{})
+	if o.calicoNodes != nil {
+		cn, err := o.calicoNodes.Get(ctx, calicoName, options.GetOptions{})
 		switch {
 		case errors.As(err, new(cerrors.ErrorResourceDoesNotExist)):
 			return nil, nil
@@ -84,7 +83,7 @@ func (r *returner) kubeNode(ctx context.Context, calicoName string) (*corev1.Nod
 			return nil, fmt.Errorf("calico node %s names no Kubernetes Node in its orchRefs: not a node Kubernetes declares lost", calicoName)
 		}
 	}
-	node, err := r.nodes.Get(ctx, name, metav1.GetOptions{})
+	node, err := o.nodes.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -116,22 +115,4 @@ func wireReclaim(ps []returns.Predecessor) []wire.Reclaim {
 		out = append(out, wire.Reclaim{ContainerID: p.ContainerID, Node: p.Node})
 	}
 	return out
-}
-
-// reclaimed records what capo-ipam reports it freed, of what the offer
-// named only: in the log, the metrics (outcome reclaimed, the reason the
-// node counts as lost) and an Event on the pod.
-func (r *returner) reclaimed(pod *corev1.Pod, made offer, o *wire.ReturnOutcome) {
-	for _, p := range made.reclaim {
-		if !slices.Contains(o.Reclaimed, p.ContainerID) {
-			continue
-		}
-		r.metrics.returns.WithLabelValues("reclaimed", string(p.Lost)).Inc()
-		slog.Info("freed a returning member's address from its predecessor on a lost node", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", made.ips, "sandbox", p.ContainerID, "node", p.Node, "lost", p.Lost, "outcome", o.Outcome)
-		if pod != nil {
-			r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReclaimed",
-				"capo freed %s from this member's earlier sandbox %s on node %s (%s), which will never tear it down, and asked for it back; it stayed reserved for this pod throughout",
-				strings.Join(made.ips, " and "), reserve.SandboxOf(p.ContainerID), p.Node, p.Lost.Says())
-		}
-	}
 }

@@ -48,7 +48,7 @@ func (f *fakeNodes) Get(_ context.Context, name string, _ metav1.GetOptions) (*c
 // declared its node lost, and reads that Node only when the rest allows.
 func TestPredecessorOnlyOnALostNode(t *testing.T) {
 	ctx := context.Background()
-	_, pod := returnerHolding(t, reservetest.NewStore(reserve.DefaultLimits))
+	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
 	pod.UID = "pod-new"
 	e := reserve.Entry{IP: "10.0.0.3", Node: "n2", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
 	pred := &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2"}
@@ -72,7 +72,7 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &returner{node: "n1", nodes: tc.nodes}
+			r := &offerer{node: "n1", nodes: tc.nodes}
 			got := r.predecessor(ctx, config.ReturnAnyNode, pod, e, tc.holder, "k8s-pod-network")
 			switch {
 			case tc.want == "" && got != nil:
@@ -110,7 +110,7 @@ func (f fakeCalicoNodes) Get(_ context.Context, name string, _ options.GetOption
 // judges it; one that names no Kubernetes Node is nobody's to declare lost.
 func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 	ctx := context.Background()
-	_, pod := returnerHolding(t, reservetest.NewStore(reserve.DefaultLimits))
+	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
 	pod.UID = "pod-new"
 	e := reserve.Entry{IP: "10.0.0.3", Node: "n2.example.com", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
 	pred := &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2.example.com"}
@@ -128,7 +128,7 @@ func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 		{"not a Kubernetes node", fakeCalicoNodes{"n2.example.com": ""}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &returner{node: "n1", nodes: &fakeNodes{nodes: tc.nodes}, calicoNodes: tc.calico}
+			r := &offerer{node: "n1", nodes: &fakeNodes{nodes: tc.nodes}, calicoNodes: tc.calico}
 			got := r.predecessor(ctx, config.ReturnAnyNode, pod, e, pred, "k8s-pod-network")
 			switch {
 			case tc.want == "" && got != nil:
@@ -144,18 +144,18 @@ func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 // sandboxes the offer named only.
 func TestReclaimedIsRecordedForTheOfferOnly(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r, pod := returnerHolding(t, store)
+	r, pod := returnsHolding(t, store)
 	rec := record.NewFakeRecorder(10)
-	r.recorder = rec
-	r.rememberOffer(pod, []string{"10.0.0.3"}, returns.Predecessor{Handle: "k8s-pod-network.0ld", ContainerID: "0ld", Node: "n2", Lost: returns.NodeGone})
-	srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
+	r.s.recorder = rec
+	r.o.offers.remember(pod, []string{"10.0.0.3"}, returns.Predecessor{Handle: "k8s-pod-network.0ld", ContainerID: "0ld", Node: "n2", Lost: returns.NodeGone})
+	srv := serverFor(r, &fakeCluster{pod: pod})
 	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"sandbox":{"network":"k8s-pod-network","containerID":"new"},"ips":["10.0.0.3"],"outcome":"fell-back","reason":"refused","reclaimed":["0ld","other"]}`
 	w := httptest.NewRecorder()
 	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(body)))
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if got := testutil.ToFloat64(r.metrics.returns.WithLabelValues("reclaimed", string(returns.NodeGone))); got != 1 {
+	if got := testutil.ToFloat64(r.o.metrics.returns.WithLabelValues("reclaimed", string(returns.NodeGone))); got != 1 {
 		t.Fatalf("reclaimed counted %v, want 1", got)
 	}
 	var reclaimed []string

@@ -25,8 +25,8 @@ const defaultConfirmFor = 30 * time.Second
 // sandbox up with the addresses, then ends their reservations (reason
 // returned). A sandbox whose set-up fails after IPAM never comes up: the
 // calico plugin releases the addresses, and they stay reserved.
-func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnOutcome) {
-	wait := r.confirmFor
+func (s *settler) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnOutcome) {
+	wait := s.confirmFor
 	if wait == 0 {
 		wait = defaultConfirmFor
 	}
@@ -37,28 +37,28 @@ func (r *returner) returned(ctx context.Context, pod *corev1.Pod, o wire.ReturnO
 		slog.Info("a return report names no sandbox (an older capo-ipam) or no known pod: the reconcile ends its reservations once Calico shows the pod up", "pod", name, "ips", o.IPs)
 		return
 	}
-	state, err := r.awaitUp(ctx, pod, o.Sandbox, o.IPs)
+	state, err := s.awaitUp(ctx, pod, o.Sandbox, o.IPs)
 	switch {
 	case state == sandboxGone:
-		r.metrics.returns.WithLabelValues("rolled-back", "").Inc()
+		s.metrics.returns.WithLabelValues("rolled-back", "").Inc()
 		slog.Warn("a sandbox given its addresses back did not come up (Calico released them): they stay reserved", "pod", name, "ips", o.IPs, "sandbox", o.Sandbox.ContainerID)
 		return
 	case state != sandboxUp:
 		slog.Warn("a return is not confirmed yet: its reservations end when a later check sees the pod up with them", "pod", name, "ips", o.IPs, "err", err)
 		return
 	}
-	r.metrics.returns.WithLabelValues(wire.Returned, "").Inc()
-	r.end(ctx, pod, o.IPs)
+	s.metrics.returns.WithLabelValues(wire.Returned, "").Inc()
+	s.end(ctx, pod, o.IPs)
 }
 
 // awaitUp polls Calico until the sandbox is up or gone, or ctx ends.
-func (r *returner) awaitUp(ctx context.Context, pod *corev1.Pod, sb wire.Sandbox, ips []string) (sandboxState, error) {
+func (s *settler) awaitUp(ctx context.Context, pod *corev1.Pod, sb wire.Sandbox, ips []string) (sandboxState, error) {
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		state, err := r.sandboxes.State(ctx, r.node, pod, sb, ips)
+		state, err := s.sandboxes.State(ctx, s.node, pod, sb, ips)
 		if err == nil && state != sandboxSettingUp {
 			return state, nil
 		}
-		if !slices.ContainsFunc(ips, r.isPending) {
+		if !slices.ContainsFunc(ips, s.guard.isPending) {
 			return sandboxSettingUp, fmt.Errorf("reserved anew by a teardown since")
 		}
 		if !pause.Sleep(ctx, wait) {
@@ -69,12 +69,12 @@ func (r *returner) awaitUp(ctx context.Context, pod *corev1.Pod, sb wire.Sandbox
 
 // end ends the pod's reservations of ips, a few tries over a datastore
 // briefly away; past them the reconcile tries again.
-func (r *returner) end(ctx context.Context, pod *corev1.Pod, ips []string) {
+func (s *settler) end(ctx context.Context, pod *corev1.Pod, ips []string) {
 	name := pod.Namespace + "/" + pod.Name
 	var released []reserve.Ref
 	for attempt := 1; ; attempt++ {
 		var err error
-		if released, err = r.endReturned(ctx, pod, ips); err == nil {
+		if released, err = s.endReturned(ctx, pod, ips); err == nil {
 			break
 		}
 		if attempt == returnedAttempts || !pause.Sleep(ctx, time.Second) {
@@ -86,7 +86,7 @@ func (r *returner) end(ctx context.Context, pod *corev1.Pod, ips []string) {
 		return
 	}
 	slog.Info("released", "pod", name, "reason", wire.Returned, "refs", released)
-	r.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(ips, " and "))
+	s.recorder.Eventf(pod, corev1.EventTypeNormal, "AddressReturned", "capo gave this pod back %s, held for it since its last teardown; the reservation ended (returned)", strings.Join(ips, " and "))
 }
 
 // returnedAttempts bounds the tries at ending a return's reservations: the
@@ -96,27 +96,27 @@ const returnedAttempts = 3
 // endReturned ends the pod's reservations of ips that are still pending:
 // none written since (guard settles those). It holds those addresses'
 // locks only; an error leaves them pending for another try.
-func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []string) ([]reserve.Ref, error) {
-	unlock := r.locks.lock(ips)
+func (s *settler) endReturned(ctx context.Context, pod *corev1.Pod, ips []string) ([]reserve.Ref, error) {
+	unlock := s.guard.lock(ips)
 	defer unlock()
-	l, err := r.store.List(ctx)
+	l, err := s.store.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading reservations: %w", err)
 	}
 	var refs []reserve.Ref
 	for _, e := range l.Entries {
-		if returns.Owns(pod, e) && slices.Contains(ips, e.IP) && r.isPending(e.IP) {
+		if returns.Owns(pod, e) && slices.Contains(ips, e.IP) && s.guard.isPending(e.IP) {
 			refs = append(refs, e.Ref())
 		}
 	}
-	released, err := r.store.Release(ctx, refs)
+	released, err := s.store.Release(ctx, refs)
 	for _, ref := range released {
-		r.held.remove([]string{ref.IP})
+		s.held.remove([]string{ref.IP})
 	}
 	if err != nil {
 		return released, err
 	}
-	r.settle(ips)
+	s.guard.settle(ips)
 	return released, nil
 }
 
@@ -125,34 +125,34 @@ func (r *returner) endReturned(ctx context.Context, pod *corev1.Pod, ips []strin
 // the agent restarted while it watched): Calico allocates the address to
 // the pod's current sandbox, whose endpoint is up with it. Run after each
 // read of the node's reservations.
-func (r *returner) reconcile(ctx context.Context, entries []reserve.Entry, podOf func(namespace, name string) *corev1.Pod, ifNameOf func(handle string) string) {
+func (s *settler) reconcile(ctx context.Context, entries []reserve.Entry, podOf func(namespace, name string) *corev1.Pod, ifNameOf func(handle string) string) {
 	for _, e := range entries {
 		pod := podOf(e.Namespace, e.Pod)
-		if pod == nil || pod.Spec.NodeName != r.node || !returns.Owns(pod, e) || pod.Annotations[returns.PodAnnotation] == returns.Disabled {
+		if pod == nil || pod.Spec.NodeName != s.node || !returns.Owns(pod, e) || pod.Annotations[returns.PodAnnotation] == returns.Disabled {
 			continue
 		}
-		sb, ok := r.currentSandbox(ctx, e, pod, ifNameOf)
+		sb, ok := s.currentSandbox(ctx, e, pod, ifNameOf)
 		if !ok {
 			continue
 		}
-		r.expect([]string{e.IP})
-		if state, err := r.sandboxes.State(ctx, r.node, pod, sb, []string{e.IP}); err != nil || state != sandboxUp {
+		s.guard.expect([]string{e.IP})
+		if state, err := s.sandboxes.State(ctx, s.node, pod, sb, []string{e.IP}); err != nil || state != sandboxUp {
 			continue
 		}
 		slog.Info("a pod has its address back with no report heard: ending its reservation", "pod", e.Namespace+"/"+e.Pod, "ip", e.IP)
-		r.metrics.returns.WithLabelValues(wire.Returned, "reconciled").Inc()
-		r.end(ctx, pod, []string{e.IP})
+		s.metrics.returns.WithLabelValues(wire.Returned, "reconciled").Inc()
+		s.end(ctx, pod, []string{e.IP})
 	}
 }
 
 // reconcilable are the reservations a pod on this node may have got back:
 // this node's, and with anyNode every node's (one more list of the
 // reservation objects every 30 s, as each calico-ipam ADD makes one).
-func (r *returner) reconcilable(ctx context.Context, own []reserve.Entry) []reserve.Entry {
-	if r.mode == nil || r.mode() != config.ReturnAnyNode {
+func (s *settler) reconcilable(ctx context.Context, own []reserve.Entry) []reserve.Entry {
+	if s.mode == nil || s.mode() != config.ReturnAnyNode {
 		return own
 	}
-	l, err := r.store.List(ctx)
+	l, err := s.store.List(ctx)
 	if err != nil {
 		slog.Warn("reading every node's reservations for the returns to reconcile; this node's only", "err", err)
 		return own
@@ -162,8 +162,8 @@ func (r *returner) reconcilable(ctx context.Context, own []reserve.Entry) []rese
 
 // currentSandbox is the sandbox Calico allocates e's address to, when it
 // is the pod's and not the one torn down when e was reserved.
-func (r *returner) currentSandbox(ctx context.Context, e reserve.Entry, pod *corev1.Pod, ifNameOf func(string) string) (wire.Sandbox, bool) {
-	h, err := r.sandboxes.Holder(ctx, e.IP)
+func (s *settler) currentSandbox(ctx context.Context, e reserve.Entry, pod *corev1.Pod, ifNameOf func(string) string) (wire.Sandbox, bool) {
+	h, err := s.sandboxes.Holder(ctx, e.IP)
 	if err != nil || h == nil || h.Handle == "" || e.IsSandbox(h.Handle) || !h.Is(pod.Namespace, pod.Name) {
 		return wire.Sandbox{}, false
 	}

@@ -49,11 +49,11 @@ func TestReturnEndsOnlyOnceTheSandboxIsUp(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			store := reservetest.NewStore(reserve.DefaultLimits)
-			r, pod := returnerHolding(t, store)
-			r.sandboxes = &fakeSandboxes{state: tc.state, settingUp: tc.settingUp, holder: tc.holder}
-			r.confirmFor = 500 * time.Millisecond
-			r.expect([]string{"10.0.0.3"})
-			r.returned(context.Background(), pod, reportFor("10.0.0.3"))
+			r, pod := returnsHolding(t, store)
+			r.s.sandboxes = &fakeSandboxes{state: tc.state, settingUp: tc.settingUp, holder: tc.holder}
+			r.s.confirmFor = 500 * time.Millisecond
+			r.s.guard.expect([]string{"10.0.0.3"})
+			r.s.returned(context.Background(), pod, reportFor("10.0.0.3"))
 			if got := heldOn(t, store); got != tc.wantHeld {
 				t.Fatalf("%d held, want %d", got, tc.wantHeld)
 			}
@@ -67,17 +67,17 @@ func TestReturnReportWithoutAnOfferIsIgnored(t *testing.T) {
 	for name, offered := range map[string][]string{"no offer": nil, "another address offered": {"10.0.0.9"}} {
 		t.Run(name, func(t *testing.T) {
 			store := reservetest.NewStore(reserve.DefaultLimits)
-			r, pod := returnerHolding(t, store)
+			r, pod := returnsHolding(t, store)
 			if offered != nil {
-				r.rememberOffer(pod, offered)
+				r.o.offers.remember(pod, offered)
 			}
-			srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
+			srv := serverFor(r, &fakeCluster{pod: pod})
 			body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"sandbox":{"network":"k8s-pod-network","containerID":"new"},"ips":["10.0.0.3"],"outcome":"returned"}`
 			w := httptest.NewRecorder()
 			srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(body)))
-			r.wait(context.Background())
-			if w.Code != http.StatusOK || heldOn(t, store) != 1 || r.sandboxes.(*fakeSandboxes).reads != 0 {
-				t.Fatalf("answer %d, %d held, %d reads: an unoffered report was acted on", w.Code, heldOn(t, store), r.sandboxes.(*fakeSandboxes).reads)
+			r.s.wait(context.Background())
+			if w.Code != http.StatusOK || heldOn(t, store) != 1 || r.s.sandboxes.(*fakeSandboxes).reads != 0 {
+				t.Fatalf("answer %d, %d held, %d reads: an unoffered report was acted on", w.Code, heldOn(t, store), r.s.sandboxes.(*fakeSandboxes).reads)
 			}
 		})
 	}
@@ -102,15 +102,15 @@ func TestReconcileEndsAReturnNobodyReported(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			store := reservetest.NewStore(reserve.DefaultLimits)
-			r, pod := returnerHolding(t, store)
-			r.sandboxes = &fakeSandboxes{state: tc.state, holder: tc.holder}
+			r, pod := returnsHolding(t, store)
+			r.s.sandboxes = &fakeSandboxes{state: tc.state, holder: tc.holder}
 			entries, err := store.ListNode(context.Background(), "n1")
 			if err != nil {
 				t.Fatal(err)
 			}
 			entries[0].Sandbox = reserve.SandboxOf("old")
 			podOf := func(string, string) *corev1.Pod { return pod }
-			r.reconcile(context.Background(), entries, podOf, func(string) string { return "eth0" })
+			r.s.reconcile(context.Background(), entries, podOf, func(string) string { return "eth0" })
 			if got := heldOn(t, store); got != tc.wantHeld {
 				t.Fatalf("%d held, want %d", got, tc.wantHeld)
 			}
@@ -209,18 +209,18 @@ func TestAddrLocksAreByAddress(t *testing.T) {
 func TestOfferReadsTheReservationsAfresh(t *testing.T) {
 	ctx := context.Background()
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r, pod := returnerHolding(t, store)
-	r.mode = func() config.ReturnMode { return config.ReturnSameNode }
-	r.timeout = time.Second
+	r, pod := returnsHolding(t, store)
+	r.setMode(func() config.ReturnMode { return config.ReturnSameNode })
+	r.o.timeout = time.Second
 	entries, err := store.ListNode(ctx, "n1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.held.replace(entries)
+	r.o.held.replace(entries)
 	if _, err := store.Release(ctx, []reserve.Ref{entries[0].Ref()}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network"); got != nil {
+	if got := r.o.offer(ctx, pod, nil, selection.Decision{Verdict: selection.Selected}, "k8s-pod-network"); got != nil {
 		t.Fatalf("offered %+v from a stale index", got)
 	}
 }
@@ -235,14 +235,14 @@ func TestReconcileAnyNodeReadsEveryNode(t *testing.T) {
 	if _, err := store.Reserve(ctx, "n2", []reserve.Entry{e}); err != nil {
 		t.Fatal(err)
 	}
-	r, pod := returnerHolding(t, store)
+	r, pod := returnsHolding(t, store)
 	for _, tc := range []struct {
 		mode config.ReturnMode
 		want int
 	}{{config.ReturnSameNode, 1}, {config.ReturnAnyNode, 0}} {
 		mode, want := tc.mode, tc.want
-		r.mode = func() config.ReturnMode { return mode }
-		r.reconcile(ctx, r.reconcilable(ctx, nil), func(string, string) *corev1.Pod { return pod }, func(string) string { return "eth0" })
+		r.setMode(func() config.ReturnMode { return mode })
+		r.s.reconcile(ctx, r.s.reconcilable(ctx, nil), func(string, string) *corev1.Pod { return pod }, func(string) string { return "eth0" })
 		held, err := store.ListNode(ctx, "n2")
 		if err != nil {
 			t.Fatal(err)

@@ -63,7 +63,8 @@ type server struct {
 	selectors func() []selection.Selector
 	timeout   func() time.Duration // for one decision
 	metrics   *metrics
-	returner  *returner
+	offerer   *offerer
+	settler   *settler
 	// records reads capo-ipam's ADD record of a sandbox from the host's
 	// state dir; nil: none is trusted.
 	records func(network, containerID, ifName string) *journal.AddrRecord
@@ -73,9 +74,9 @@ type server struct {
 	node string
 }
 
-func (a *server) serve(ctx context.Context, l net.Listener) error {
+func (sv *server) serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
-		Handler: a.handler(),
+		Handler: sv.handler(),
 		// A slow or stuck client must not hold a connection for long.
 		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       5 * time.Second,
@@ -90,7 +91,7 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		a.returner.wait(sctx)
+		sv.settler.wait(sctx)
 	}()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -99,7 +100,7 @@ func (a *server) serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-func (a *server) handler() http.Handler {
+func (sv *server) handler() http.Handler {
 	sem := make(chan struct{}, maxInFlight)
 	limit := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -114,17 +115,17 @@ func (a *server) handler() http.Handler {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+wire.ReservePath, limit(a.handleReserve))
-	mux.HandleFunc("POST "+wire.AnnotationsPath, limit(a.handleAnnotations))
-	mux.HandleFunc("POST "+wire.ReturnOutcomePath, limit(a.handleReturnOutcome))
-	return a.versioned(mux)
+	mux.HandleFunc("POST "+wire.ReservePath, limit(sv.handleReserve))
+	mux.HandleFunc("POST "+wire.AnnotationsPath, limit(sv.handleAnnotations))
+	mux.HandleFunc("POST "+wire.ReturnOutcomePath, limit(sv.handleReturnOutcome))
+	return sv.versioned(mux)
 }
 
 // versioned answers only a capo-ipam whose wire version the agent speaks
 // (pkg/wire/version.go), and says its own in every answer. Every request
 // and answer of this agent is one a capo-ipam of wire v1 (capo 0.1.0)
 // reads as it did: nothing depends on the client's version yet.
-func (a *server) versioned(next http.Handler) http.Handler {
+func (sv *server) versioned(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(wire.VersionHeader, strconv.Itoa(wire.Version))
 		v, err := wire.ParseVersion(r.Header.Get(wire.VersionHeader))
@@ -139,17 +140,17 @@ func (a *server) versioned(next http.Handler) http.Handler {
 			if v == 0 {
 				label = "invalid"
 			}
-			a.metrics.wireRequests.WithLabelValues(label, "refused").Inc()
+			sv.metrics.wireRequests.WithLabelValues(label, "refused").Inc()
 			slog.Warn("a request in a wire version this agent does not answer: capo-ipam journals it", "err", err)
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		a.metrics.wireRequests.WithLabelValues(label, "answered").Inc()
+		sv.metrics.wireRequests.WithLabelValues(label, "answered").Inc()
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
+func (sv *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	var req wire.ReserveRequest
 	if !readRequest(w, r, "reserve request", &req) {
 		return
@@ -158,99 +159,70 @@ func (a *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "request lacks containerID or network")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.timeout())
+	ctx, cancel := context.WithTimeout(r.Context(), sv.timeout())
 	defer cancel()
-	resp, err := a.identified(ctx, &req)
+	resp, err := sv.identified(ctx, &req)
 	if ref := (*refusal)(nil); errors.As(err, &ref) {
 		writeError(w, http.StatusForbidden, ref.msg)
 		return
 	}
 	if err != nil {
-		a.metrics.decisions.WithLabelValues("failed", "socket").Inc()
+		sv.metrics.decisions.WithLabelValues("failed", "socket").Inc()
 		slog.Error("teardown not decided; capo-ipam will journal it", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "container", req.ContainerID, "err", err)
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "socket").Inc()
+	sv.metrics.decisions.WithLabelValues(string(resp.Outcome), "socket").Inc()
 	writeJSON(w, http.StatusOK, resp)
 }
 
 // identified decides the teardown of the sandbox the host knows, for the
 // pod the host names (identity.go); one whose handle holds no address on
 // this node has nothing to reserve, whatever the request says.
-func (a *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
-	if err := a.identify(ctx, req); err != nil {
+func (sv *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+	if err := sv.identify(ctx, req); err != nil {
 		return nil, err
 	}
 	if len(req.RecordedIPs) == 0 {
 		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "handle " + req.Handle() + " holds no addresses on this node (already released)"}, nil
 	}
-	return a.decider.Decide(ctx, req)
+	return sv.decider.Decide(ctx, req)
 }
 
 // handleAnnotations serves capo-ipam's ADD from the caches. A pod the agent
 // cannot find is an error: capo-ipam then asks the API server itself.
-func (a *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
+func (sv *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 	var req wire.AnnotationsRequest
 	if !readRequest(w, r, "annotations request", &req) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	pod := a.cluster.Pod(ctx, req.Pod)
-	ns := a.cluster.Namespace(req.Pod.Namespace)
+	pod := sv.cluster.Pod(ctx, req.Pod)
+	ns := sv.cluster.Namespace(req.Pod.Namespace)
 	if pod == nil || ns == nil {
 		writeError(w, http.StatusNotFound, "pod or namespace not known to the agent yet")
 		return
 	}
-	selectors := a.selectors()
+	selectors := sv.selectors()
 	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
 	// Only a pod scheduled to this node has its sandbox added here: any
 	// other is a request capo-ipam did not send, and is offered nothing.
-	if pod.Spec.NodeName == a.node {
-		d := selection.Decide(selection.Of(a.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
-		resp.Return = a.returner.offer(ctx, pod, ns, d, req.Network)
+	if pod.Spec.NodeName == sv.node {
+		d := selection.Decide(selection.Of(sv.cluster.Node()), selection.Of(ns), selection.Of(pod), selectors)
+		resp.Return = sv.offerer.offer(ctx, pod, ns, d, req.Network)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// handleReturnOutcome hears from capo-ipam how an offer ended. It answers
-// at once; a return is confirmed against Calico and its reservations end
-// in the background. The socket is trusted no further than that: a report
-// for an offer the agent did not make is ignored, and one for an offer it
-// made ends nothing until Calico shows the pod's sandbox up with the
-// addresses.
-func (a *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
+// handleReturnOutcome hears from capo-ipam how an offer ended (the
+// settler acts on it) and answers at once.
+func (sv *server) handleReturnOutcome(w http.ResponseWriter, r *http.Request) {
 	var o wire.ReturnOutcome
 	if !readRequest(w, r, "return outcome", &o) {
 		return
 	}
-	made, ok := a.returner.takeOffer(o.Pod.UID, o.IPs)
-	if !ok {
-		a.metrics.returns.WithLabelValues("unoffered", "").Inc()
-		slog.Warn("a return report for no offer the agent made: ignored", "pod", o.Pod.Namespace+"/"+o.Pod.Name, "ips", o.IPs, "outcome", o.Outcome)
-		writeJSON(w, http.StatusOK, struct{}{})
-		return
-	}
-	// Not tied to capo-ipam's connection: the report is acted on even if
-	// capo-ipam stops waiting for the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 2*time.Second)
-	defer cancel()
-	pod := a.cluster.Pod(ctx, o.Pod)
-	if pod == nil {
-		pod = made.pod
-	}
-	a.returner.reclaimed(pod, made, &o)
-	if o.Outcome == wire.Returned {
-		a.returner.expect(o.IPs)
-		a.returner.inflight.Add(1)
-		go func() {
-			defer a.returner.inflight.Done()
-			a.returner.returned(context.WithoutCancel(ctx), pod, o)
-		}()
-	} else {
-		a.returner.fellBack(pod, &o)
-	}
+	sv.settler.heard(r.Context(), o)
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 

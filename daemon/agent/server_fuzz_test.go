@@ -61,7 +61,7 @@ func FuzzSocket(f *testing.F) {
 		a.srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		a.srv.returner.wait(ctx)
+		a.srv.settler.wait(ctx)
 
 		if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 			t.Fatalf("%s: content type %q", path, ct)
@@ -209,8 +209,8 @@ type fuzzedAgent struct {
 	got   *wire.ReserveRequest // what the decider was asked
 }
 
-// fuzzAgent wires the agent as New does: the decider, the returner and
-// the held index on one store, n1 opted in; knowsPod puts a selected
+// fuzzAgent wires the agent as New does: the decider, the offerer, the
+// settler and the held index on one store, n1 opted in; knowsPod puts a selected
 // StatefulSet member, with Calico and other annotations, in the cache.
 func fuzzAgent(knowsPod bool) *fuzzedAgent {
 	a := &fuzzedAgent{store: reservetest.NewStore(reserve.DefaultLimits)}
@@ -233,14 +233,19 @@ func fuzzAgent(knowsPod bool) *fuzzedAgent {
 		observe:   func(time.Duration) {}, now: func() time.Time { return time.Unix(1_763_000_000, 0) },
 		reserved: held.add,
 	}
-	ret := &returner{
-		node: "n1", store: a.store, mode: func() config.ReturnMode { return config.ReturnSameNode },
-		held: held, timeout: time.Second, recorder: &record.FakeRecorder{}, metrics: m,
+	mode, offered, guard := func() config.ReturnMode { return config.ReturnSameNode }, &offers{}, &addrGuard{}
+	off := &offerer{
+		node: "n1", store: a.store, mode: mode,
+		held: held, timeout: time.Second, recorder: &record.FakeRecorder{}, metrics: m, offers: offered,
 	}
-	dec.guard = ret.guard
+	set := &settler{
+		node: "n1", store: a.store, mode: mode, held: held, recorder: &record.FakeRecorder{}, metrics: m,
+		pods: cluster.Pod, offers: offered, guard: guard,
+	}
+	dec.guard = guard
 	a.srv = &server{
 		decider: fuzzDecider{dec, &a.got}, cluster: cluster, selectors: dec.selectors,
-		timeout: func() time.Duration { return 5 * time.Second }, metrics: m, returner: ret, records: fuzzRecord,
+		timeout: func() time.Duration { return 5 * time.Second }, metrics: m, offerer: off, settler: set, records: fuzzRecord,
 		ipam: &handleIPAM{allocs: fuzzAllocations}, node: "n1",
 	}
 	return a

@@ -45,14 +45,14 @@ type sweeper struct {
 // sweepAddrs checks the ADD records. With all false, records of pods that
 // still run on this node with the same UID are skipped, so a periodic pass
 // reads Calico's handles only for pods that are gone.
-func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
-	recs, err := a.journal.AddrRecords()
+func (sw *sweeper) sweepAddrs(ctx context.Context, all bool) {
+	recs, err := sw.journal.AddrRecords()
 	if err != nil {
-		slog.Error("reading ADD records", "dir", a.journal.Root, "err", err)
+		slog.Error("reading ADD records", "dir", sw.journal.Root, "err", err)
 		return
 	}
 	held := map[string]bool{} // journaled DELs keep their addresses allocated on purpose
-	if pending, err := a.journal.Pending(); err == nil {
+	if pending, err := sw.journal.Pending(); err == nil {
 		for _, e := range pending {
 			if e.Record != nil {
 				held[e.Record.Request.Handle()] = true
@@ -61,15 +61,15 @@ func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
 	}
 	var released []*journal.AddrRecord
 	for _, r := range recs {
-		if held[r.Handle()] || !all && a.podRunsHere(r.Pod) {
+		if held[r.Handle()] || !all && sw.podRunsHere(r.Pod) {
 			continue
 		}
 		// Live DELs share the datastore client's rate limit: the sweep
 		// takes a small part of it.
-		if !pause.Sleep(ctx, a.pause) {
+		if !pause.Sleep(ctx, sw.pause) {
 			return
 		}
-		ips, err := a.ipam.IPsByHandle(ctx, r.Handle())
+		ips, err := sw.ipam.IPsByHandle(ctx, r.Handle())
 		switch {
 		case err == nil && len(ips) > 0:
 			continue // still allocated: its DEL has not come
@@ -84,32 +84,32 @@ func (a *sweeper) sweepAddrs(ctx context.Context, all bool) {
 	}
 	// A DEL through capo-ipam removes the record just after the release:
 	// give any in flight the moment to finish before calling it bypassed.
-	if !pause.Sleep(ctx, a.grace) {
+	if !pause.Sleep(ctx, sw.grace) {
 		return
 	}
 	for _, r := range released {
 		if ctx.Err() != nil {
 			return
 		}
-		if a.journal.Addrs(r.Network, r.ContainerID, r.IfName) == nil {
+		if sw.journal.Addrs(r.Network, r.ContainerID, r.IfName) == nil {
 			continue // capo-ipam's own DEL
 		}
-		a.settle(ctx, r)
+		sw.settle(ctx, r)
 	}
 }
 
 // podRunsHere: the record's pod is on this node, the same incarnation, and
 // not finished.
-func (a *sweeper) podRunsHere(ref wire.PodRef) bool {
-	p := a.cluster.Pod(context.Background(), ref)
-	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == a.node &&
+func (sw *sweeper) podRunsHere(ref wire.PodRef) bool {
+	p := sw.cluster.Pod(context.Background(), ref)
+	return p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName == sw.node &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
 
 // settle decides a record whose addresses were released behind capo's back.
-func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
+func (sw *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 	forget := func(outcome string) {
-		if err := a.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
+		if err := sw.journal.ForgetAddrs(r.Network, r.ContainerID, r.IfName); err != nil {
 			slog.Warn("removing ADD record", "err", err)
 			return
 		}
@@ -119,7 +119,7 @@ func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 		forget("not a pod's") // nothing the DEL would have decided on
 		return
 	}
-	free := notReused(ctx, a.ipam, r.Handle(), r.Pod, r.IPs)
+	free := notReused(ctx, sw.ipam, r.Handle(), r.Pod, r.IPs)
 	if len(free) == 0 {
 		forget("reused")
 		return
@@ -127,17 +127,17 @@ func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 	// Decided as its DEL would have been: on the pod if known, else on what
 	// capo knew when it started, else reserved to be safe.
 	req := &wire.ReserveRequest{ContainerID: r.ContainerID, IfName: r.IfName, Network: r.Network, Pod: r.Pod, RecordedIPs: free, AtAdd: r.AtAdd}
-	dctx, cancel := context.WithTimeout(ctx, a.timeout())
-	resp, err := a.decider.Decide(dctx, req)
+	dctx, cancel := context.WithTimeout(ctx, sw.timeout())
+	resp, err := sw.decider.Decide(dctx, req)
 	cancel()
 	if err != nil {
-		a.metrics.decisions.WithLabelValues("failed", "sweep").Inc()
+		sw.metrics.decisions.WithLabelValues("failed", "sweep").Inc()
 		slog.Error("teardown that went around capo-ipam not decided; next sweep", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "err", err)
 		return
 	}
-	a.metrics.decisions.WithLabelValues(string(resp.Outcome), "sweep").Inc()
+	sw.metrics.decisions.WithLabelValues(string(resp.Outcome), "sweep").Inc()
 	if resp.Outcome == wire.Reserved {
-		a.metrics.bypassed.Inc()
+		sw.metrics.bypassed.Inc()
 		slog.Warn("a teardown went around capo-ipam (conflist rewritten, or the agent was away); reserved after the fact",
 			"pod", r.Pod.Namespace+"/"+r.Pod.Name, "ips", resp.IPs, "rule", resp.Rule)
 	}
@@ -147,23 +147,23 @@ func (a *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 // sweepLoop sweeps everything once the agent starts (it may have been away
 // while DELs went by), after each CNI re-apply (the rewrite window), and
 // the gone pods' records every interval.
-func (a *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
-	a.sweepAddrs(ctx, true)
-	t := time.NewTicker(a.interval)
+func (sw *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
+	sw.sweepAddrs(ctx, true)
+	t := time.NewTicker(sw.interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reapplied:
-			a.sweepAddrs(ctx, true)
+			sw.sweepAddrs(ctx, true)
 			// A DEL that read the rewritten conflist may still be releasing.
 			if !pause.Sleep(ctx, reapplySettle) {
 				return
 			}
-			a.sweepAddrs(ctx, true)
+			sw.sweepAddrs(ctx, true)
 		case <-t.C:
-			a.sweepAddrs(ctx, false)
+			sw.sweepAddrs(ctx, false)
 		}
 	}
 }

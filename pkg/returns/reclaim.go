@@ -56,10 +56,6 @@ func NodeDeclaredDead(node *corev1.Node) Lost {
 	return ""
 }
 
-// LostNode is NodeDeclaredDead's former name, until its last caller
-// (daemon/agent/reclaim.go) moves to the new one.
-var LostNode = NodeDeclaredDead
-
 // Predecessor is an allocation capo-ipam frees before it requests a
 // returning member's address: the member's own earlier sandbox, on a node
 // Kubernetes has declared lost, which will never run its DEL.

@@ -18,8 +18,10 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
+	"github.com/capo-net/capo/pkg/returns/calicoview"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -29,12 +31,12 @@ func TestReturnedDoesNotEndAReservationMadeSince(t *testing.T) {
 	for _, teardownFirst := range []bool{false, true} {
 		ctx := context.Background()
 		store := reservetest.NewStore(reserve.DefaultLimits)
-		r, pod := returnerHolding(t, store)
-		r.expect([]string{"10.0.0.3"})
+		r, pod := returnsHolding(t, store)
+		r.s.guard.expect([]string{"10.0.0.3"})
 		if teardownFirst {
-			r.guard([]string{"10.0.0.3"})() // the DEL's reservation write
+			r.s.guard.reserving([]string{"10.0.0.3"})() // the DEL's reservation write
 		}
-		r.returned(ctx, pod, reportFor("10.0.0.3"))
+		r.s.returned(ctx, pod, reportFor("10.0.0.3"))
 		held, err := store.ListNode(ctx, "n1")
 		if err != nil {
 			t.Fatal(err)
@@ -99,9 +101,9 @@ func (s *flakyStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve
 func TestReturnedRetriesTheRelease(t *testing.T) {
 	ctx := context.Background()
 	store := &flakyStore{Store: reservetest.NewStore(reserve.DefaultLimits), fails: 1}
-	r, pod := returnerHolding(t, store)
-	r.expect([]string{"10.0.0.3"})
-	r.returned(ctx, pod, reportFor("10.0.0.3"))
+	r, pod := returnsHolding(t, store)
+	r.s.guard.expect([]string{"10.0.0.3"})
+	r.s.returned(ctx, pod, reportFor("10.0.0.3"))
 	if held, err := store.ListNode(ctx, "n1"); err != nil || len(held) != 0 {
 		t.Fatalf("held after the return: %v %v", held, err)
 	}
@@ -113,9 +115,9 @@ func TestReturnedRetriesTheRelease(t *testing.T) {
 func TestReturnReportForAPodNoLongerFound(t *testing.T) {
 	ctx := context.Background()
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r, pod := returnerHolding(t, store)
-	r.rememberOffer(pod, []string{"10.0.0.3"}) // as offer does when it answers capo-ipam's ADD
-	srv := &server{cluster: &fakeCluster{}, returner: r, metrics: r.metrics}
+	r, pod := returnsHolding(t, store)
+	r.o.offers.remember(pod, []string{"10.0.0.3"}) // as offer does when it answers capo-ipam's ADD
+	srv := serverFor(r, &fakeCluster{})
 	body := `{"pod":{"namespace":"ns","name":"redis-3","uid":"pod-2"},"sandbox":{"network":"k8s-pod-network","containerID":"new"},"ips":["10.0.0.3"],"outcome":"returned"}`
 	w := httptest.NewRecorder()
 	srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReturnOutcomePath, strings.NewReader(body)))
@@ -149,8 +151,8 @@ func (s *slowStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.
 func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	store := &slowStore{Store: reservetest.NewStore(reserve.DefaultLimits), delay: 300 * time.Millisecond}
-	r, pod := returnerHolding(t, store)
-	srv := &server{cluster: &fakeCluster{pod: pod}, returner: r, metrics: r.metrics}
+	r, pod := returnsHolding(t, store)
+	srv := serverFor(r, &fakeCluster{pod: pod})
 	l, err := net.Listen("unix", filepath.Join(t.TempDir(), "a.sock"))
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +160,7 @@ func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.serve(ctx, l) }()
 	client := wire.NewClient(l.Addr().String())
-	r.rememberOffer(pod, []string{"10.0.0.3"})
+	r.o.offers.remember(pod, []string{"10.0.0.3"})
 	report := reportFor("10.0.0.3")
 	if err := client.ReportReturn(ctx, &report); err != nil {
 		t.Fatal(err)
@@ -172,9 +174,24 @@ func TestServerStopsOnlyAfterTheReturnsInFlight(t *testing.T) {
 	}
 }
 
-// returnerHolding is a returner over store, which it makes hold 10.0.0.3
-// for pod ns/redis-3 (UID pod-2), and that pod.
-func returnerHolding(t *testing.T, store reserve.Store) (*returner, *corev1.Pod) {
+// testReturns are an offerer and a settler wired as New wires them.
+type testReturns struct {
+	o *offerer
+	s *settler
+}
+
+// setMode sets the returnAddress both halves read.
+func (r testReturns) setMode(mode func() config.ReturnMode) { r.o.mode, r.s.mode = mode, mode }
+
+// serverFor is a server answering with r, its pods from cluster.
+func serverFor(r testReturns, cluster Cluster) *server {
+	r.s.pods = cluster.Pod
+	return &server{cluster: cluster, offerer: r.o, settler: r.s, metrics: r.o.metrics}
+}
+
+// returnsHolding is an offerer and a settler over store, which it makes
+// hold 10.0.0.3 for ns/redis-3 on n1.
+func returnsHolding(t *testing.T, store reserve.Store) (testReturns, *corev1.Pod) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2"}}
 	e := reserve.Entry{IP: "10.0.0.3", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2", Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(100, 0)}
@@ -182,8 +199,17 @@ func returnerHolding(t *testing.T, store reserve.Store) (*returner, *corev1.Pod)
 		t.Fatal(err)
 	}
 	pod.Spec.NodeName = "n1"
-	sb := &fakeSandboxes{state: sandboxUp, holder: "k8s-pod-network.new"}
-	return &returner{node: "n1", store: store, held: newHeldIndex("n1"), recorder: record.NewFakeRecorder(10), metrics: newMetrics(), sandboxes: sb}, pod
+	noCalico := func(context.Context, []reserve.Entry) (*calicoview.View, error) {
+		return nil, errors.New("no Calico in this test")
+	}
+	held, offered, rec, m := newHeldIndex("n1"), &offers{}, record.NewFakeRecorder(10), newMetrics()
+	return testReturns{
+		o: &offerer{node: "n1", store: store, held: held, recorder: rec, metrics: m, views: noCalico, offers: offered},
+		s: &settler{
+			node: "n1", store: store, held: held, recorder: rec, metrics: m, offers: offered, guard: &addrGuard{},
+			sandboxes: &fakeSandboxes{state: sandboxUp, holder: "k8s-pod-network.new"},
+		},
+	}, pod
 }
 
 // reportFor is capo-ipam's report that redis-3's new sandbox got ips back.
