@@ -133,3 +133,37 @@ func TestV3CoolingAllocationIsReservedForItsMember(t *testing.T) {
 		return ok && r.Reason == reserve.ReasonNodeLost && r.Pod == victim.Pod.Name
 	})
 }
+
+// A member that comes back while its address cools, in native v3 mode: the
+// ADD succeeds with a fresh address (calico-ipam would assign the cooling
+// one to nobody), the reservation stays, and the refusal says why:
+// cooling, not "allocated to handle \"\"".
+func TestV3ReturnWhileCoolingGetsAFreshAddress(t *testing.T) {
+	testbed.SkipWithoutCalicoFromEnv(t)
+	ctx := context.Background()
+	setCooldown(t, 300)
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, CalicoRelease: testbed.CalicoFromEnv})
+	conflist := env.Conflist(testbed.Capo)
+	redis := testbed.StatefulPod("redis")
+	old := env.AddPods("redis", 2, conflist, redis)[0]
+	env.Evict(old.Pod.Name)
+	if err := old.Del(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !held(env, old.IP()) || releasedAt(t, old.IP()) == "" {
+		t.Fatalf("%s: reserved %v, releasedAt %q: want reserved and cooling", old.IP(), held(env, old.IP()), releasedAt(t, old.IP()))
+	}
+	env.DeletePod(old.Pod.Name, 0)
+	back := env.NewSandbox(env.CreatePod(old.Pod.Name, redis), conflist)
+	if err := back.Add(ctx); err != nil {
+		t.Fatalf("ADD of the returning %s while its address cools (a return must never fail an ADD): %v", old.Pod.Name, err)
+	}
+	if back.IP() == old.IP() {
+		t.Fatalf("%s got its cooling %s", old.Pod.Name, old.IP())
+	}
+	if !held(env, old.IP()) {
+		t.Fatalf("the reservation of the cooling %s ended", old.IP())
+	}
+	event(t, env, old.Pod.Name, "AddressNotReturned", "is cooling in Calico's IPAM")
+	env.Agent.WaitMetric(1, "capo_agent_address_returns_total", `outcome="refused"`, `reason="cooling"`)
+}
