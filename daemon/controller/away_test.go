@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -53,11 +54,15 @@ type holders struct {
 	mu      sync.Mutex
 	by      map[string][2]string
 	sandbox map[string]string // ip -> the handle's container ID, where not the pod's name
+	cooling map[string]bool   // ip -> released into Calico's IP cooldown
 }
 
 func (h *holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[string]string, *string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.cooling[ip.String()] {
+		return nil, nil, &calicoipam.CoolingError{IP: ip.String(), ReleasedAt: time.Now()}
+	}
 	who, ok := h.by[ip.String()]
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: ip.String()}

@@ -185,7 +185,7 @@ func (c *coverer) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]r
 			return nil, err
 		}
 		switch {
-		case h == nil:
+		case h == nil, h.Cooling: // cooling: released, and free once cooled
 			free = append(free, e)
 			continue
 		case h.Is(e.Namespace, e.Pod):

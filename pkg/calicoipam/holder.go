@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
@@ -25,6 +26,24 @@ type Holder struct {
 	Namespace string // the pod's, as the calico plugin recorded it
 	Pod       string
 	Node      string // where it was assigned, as calico-ipam recorded it ("node")
+	// Cooling is an address Calico released into its IP cooldown
+	// (IPAMConfiguration ipCooldownSeconds, Calico 3.33+): it is nobody's,
+	// no handle holds it, and calico-ipam assigns it to no one, its old
+	// pod included, until it has cooled; then it is free.
+	Cooling    bool
+	ReleasedAt time.Time // when it was released, for a cooling address
+}
+
+// CoolingError is a reader's answer for an address in Calico's IP
+// cooldown: Calico keeps the allocation, marked released (releasedAt), and
+// pointing at no handle, so that it is neither free nor anyone's.
+type CoolingError struct {
+	IP         string
+	ReleasedAt time.Time
+}
+
+func (e *CoolingError) Error() string {
+	return fmt.Sprintf("%s is cooling in Calico's IPAM since %s (ipCooldownSeconds): released, assigned to no one until it has cooled", e.IP, e.ReleasedAt.Format(time.RFC3339))
 }
 
 // Is reports whether h is the given pod's allocation.
@@ -33,11 +52,16 @@ func (h *Holder) Is(namespace, pod string) bool {
 }
 
 // Who returns the allocation holding ip, or nil when it is free (no pool, no
-// block, or no allocation).
+// block, or no allocation). An address cooling in Calico's IP cooldown is
+// a Holder with Cooling set and no handle: it will be free, and whoever
+// holds it for a pod holds it for that pod still.
 func Who(ctx context.Context, r Reader, ip netip.Addr) (*Holder, error) {
 	attrs, handle, err := r.GetAssignmentAttributes(ctx, cnet.IP{IP: net.IP(ip.AsSlice())})
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		return nil, nil
+	}
+	if c := new(CoolingError); errors.As(err, &c) {
+		return &Holder{Cooling: true, ReleasedAt: c.ReleasedAt}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading who holds %s: %w", ip, err)

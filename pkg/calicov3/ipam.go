@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicoipam"
 )
 
 // IPAM reads Calico's IPAM as calico-ipam keeps it in native
@@ -90,14 +91,16 @@ func (c *IPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, err
 		if err != nil {
 			return nil, err
 		}
-		ips = append(ips, byHandle(b, handleID)...)
+		ips = append(ips, byHandle(&b.IPAMBlock, handleID)...)
 	}
 	return ips, nil
 }
 
 // GetAssignmentAttributes is the allocation holding addr: its attributes
 // and handle. A free address (no pool, no block, no allocation) is
-// ErrorResourceDoesNotExist.
+// ErrorResourceDoesNotExist; one cooling in Calico's IP cooldown is a
+// *calicoipam.CoolingError, as Calico's own reader answers ErrorIPInCooldown
+// there.
 func (c *IPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
 	pools, err := c.Pools(ctx)
 	if err != nil {
@@ -123,8 +126,8 @@ func (c *IPAM) Pools(ctx context.Context) ([]apiv3.IPPool, error) {
 	return l.Items, nil
 }
 
-func (c *IPAM) block(ctx context.Context, n *net.IPNet) (*libapiv3.IPAMBlock, error) {
-	var b libapiv3.IPAMBlock
+func (c *IPAM) block(ctx context.Context, n *net.IPNet) (*block, error) {
+	var b block
 	if err := c.get(ctx, calicoapi.IPAMBlock, blockName(n), &b); err != nil {
 		return nil, err
 	}
@@ -191,12 +194,15 @@ func attribute(b *libapiv3.IPAMBlock, o int) (*libapiv3.AllocationAttribute, err
 	return &b.Spec.Attributes[i], nil
 }
 
-func holder(b *libapiv3.IPAMBlock, addr net.IP) (map[string]string, *string, error) {
-	o, err := ordinal(b, addr)
+func holder(b *block, addr net.IP) (map[string]string, *string, error) {
+	o, err := ordinal(&b.IPAMBlock, addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := attribute(b, o)
+	if at := b.cooling(o); at != nil {
+		return nil, nil, &calicoipam.CoolingError{IP: addr.String(), ReleasedAt: at.Time}
+	}
+	a, err := attribute(&b.IPAMBlock, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicoipam"
 )
 
 // objects is what the test API server serves, by path under
@@ -36,6 +38,13 @@ var objects = map[string]string{
 	"ipamblocks/fd00--40-122": `{"metadata":{"name":"fd00--40-122"},"spec":{"cidr":"fd00::40/122","affinity":"host:node-a",
 		"allocations":[null,null,0],"unallocated":[0,1],"attributes":[
 		{"handle_id":"k8s-pod-network.c","secondary":{"namespace":"db","pod":"pg-2","node":"node-a"}}]}}`,
+	// As Calico 3.33+ releases under ipCooldownSeconds: ordinal 1 (pg-3's)
+	// points at an attribute of only releasedAt; ordinal 2 is still pg-4's.
+	"ipamblocks/10-0-0-12-30": `{"metadata":{"name":"10-0-0-12-30"},"spec":{"cidr":"10.0.0.12/30","affinity":"host:node-a",
+		"allocations":[null,1,2,null],"unallocated":[0,3],"attributes":[
+		{"handle_id":"k8s-pod-network.d","secondary":{"namespace":"db","pod":"pg-3","node":"node-a"}},
+		{"releasedAt":"2026-11-27T10:00:00Z"},
+		{"handle_id":"k8s-pod-network.e","secondary":{"namespace":"db","pod":"pg-4","node":"node-a"}}]}}`,
 	"ipamhandles/k8s-pod-network.a": `{"metadata":{"name":"k8s-pod-network.a"},"spec":{"handleID":"k8s-pod-network.a","block":{"10.0.0.4/30":2,"10.0.0.200/30":1}}}`,
 	"ipamconfigurations/default":    `{"metadata":{"name":"default"},"spec":{"strictAffinity":true,"ipCooldownSeconds":30}}`,
 }
@@ -102,6 +111,25 @@ func TestAssignmentAttributes(t *testing.T) {
 				t.Fatalf("got %v %v %v", attrs, handle, err)
 			}
 		})
+	}
+}
+
+// An allocation Calico released into its IP cooldown is cooling and
+// nobody's: not free, and not an allocation of handle "" (which the
+// controller and the agent took for another pod's, and reserved nothing).
+func TestCoolingAllocation(t *testing.T) {
+	c := server(t, allServed...)
+	attrs, handle, err := c.GetAssignmentAttributes(context.Background(), cnet.IP{IP: net.ParseIP("10.0.0.13")})
+	var cooling *calicoipam.CoolingError
+	if !errors.As(err, &cooling) || !cooling.ReleasedAt.Equal(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("a cooling address read as %v %v %v", attrs, handle, err)
+	}
+	h, err := calicoipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.13"))
+	if err != nil || h == nil || !h.Cooling || h.Handle != "" || h.Pod != "" {
+		t.Fatalf("who holds a cooling address: %+v %v", h, err)
+	}
+	if h, err := calicoipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.14")); err != nil || h == nil || h.Cooling || h.Pod != "pg-4" {
+		t.Fatalf("its block's allocated neighbour: %+v %v", h, err)
 	}
 }
 

@@ -99,6 +99,7 @@ func TestExclude(t *testing.T) {
 		"10.0.0.5": {Handle: "k8s-pod-network.abc", Namespace: "kafka", Pod: "broker-0"}, // Capo's pod, still tearing down
 		"10.0.0.6": {Handle: "k8s-pod-network.def", Namespace: "web", Pod: "web-7"},
 		"10.0.0.7": {Handle: "ipip-tunnel-addr-node-b"},
+		"10.0.0.8": {Cooling: true}, // released into Calico's IP cooldown: nobody's
 	})
 	if len(keep) != 2 || keep[0].IP != "10.0.0.5" || keep[1].IP != "10.0.0.8" || !strings.Contains(keep[0].Note, "teardown") {
 		t.Fatalf("keep %+v", keep)

@@ -22,7 +22,7 @@ func Exclude(cands []Candidate, holders map[string]*calicoipam.Holder) ([]Candid
 	for _, c := range cands {
 		h := holders[c.IP]
 		switch {
-		case h == nil:
+		case h == nil, h.Cooling: // cooling in Calico's IP cooldown: free once cooled
 			keep = append(keep, c)
 		case c.Pod != "" && h.Is(c.Namespace, c.Pod):
 			if c.Note == "" {

@@ -112,6 +112,9 @@ func TestCheck(t *testing.T) {
 		{"old sandbox's address cooling", config.ReturnSameNode, with(here, func(f *Facts) {
 			f.Holder, f.Cooldown = &calicoipam.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"}, 30*time.Second
 		}), Cooling, "ipCooldownSeconds 30"},
+		{"cooling as Calico keeps it: released, no handle", config.ReturnSameNode, with(here, func(f *Facts) {
+			f.Holder, f.Cooldown = &calicoipam.Holder{Cooling: true}, 30*time.Second
+		}), Cooling, "ipCooldownSeconds 30"},
 		{"another pod's address, cooldown set", config.ReturnSameNode, with(here, func(f *Facts) {
 			f.Holder, f.Cooldown = &calicoipam.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"}, 30*time.Second
 		}), Allocated, "allocated to pod ns/web-1"},

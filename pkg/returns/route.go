@@ -35,8 +35,8 @@ type Facts struct {
 	ClusterRoutes  bool // FelixConfiguration programClusterRoutes Enabled: felix, not BIRD, programs IPIP and unencapsulated routes
 	NodeBGP        bool // the node's Calico Node has a BGP spec: BIRD runs there (calico-node clears it in policy-only mode)
 	// Cooldown is Calico's IPAMConfiguration ipCooldownSeconds (Calico
-	// 3.33+): a released address stays allocated to its old handle until
-	// it has cooled.
+	// 3.33+): a released address stays in its block, marked released and
+	// pointing at no handle (Holder.Cooling), until it has cooled.
 	Cooldown time.Duration
 }
 
@@ -45,7 +45,7 @@ type Facts struct {
 // and a sentence an operator can act on.
 func Check(mode config.ReturnMode, e reserve.Entry, f Facts) (Reason, string) {
 	switch {
-	case f.Holder != nil && e.IsSandbox(f.Holder.Handle) && f.Cooldown > 0:
+	case f.Holder != nil && (f.Holder.Cooling || e.IsSandbox(f.Holder.Handle) && f.Cooldown > 0):
 		return Cooling, fmt.Sprintf("%s is cooling in Calico's IPAM (IPAMConfiguration ipCooldownSeconds %d): calico-ipam assigns it to no one, this pod included, until it has cooled; the reservation stays, and a pod that comes back later than that gets it", e.IP, int(f.Cooldown.Seconds()))
 	case f.Holder != nil && e.IsSandbox(f.Holder.Handle):
 		return Allocated, fmt.Sprintf("%s is still allocated to the sandbox torn down (%s): Calico has not released it yet", e.IP, f.Holder.Handle)

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/capo-net/capo/pkg/calicov3"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -12,7 +13,7 @@ import (
 // Reservations are capo's reservations for the env's node, by address.
 func (e *Env) Reservations() map[string]reserve.Entry {
 	e.T.Helper()
-	got, err := calicostore.New(e.Calico, reserve.DefaultLimits).ListNode(context.Background(), e.Node)
+	got, err := e.ReservationStore().ListNode(context.Background(), e.Node)
 	if err != nil {
 		e.T.Fatalf("reading reservations: %v", err)
 	}
@@ -21,6 +22,20 @@ func (e *Env) Reservations() map[string]reserve.Entry {
 		out[r.IP] = r
 	}
 	return out
+}
+
+// ReservationStore is capo's reservation store on the env's datastore: in
+// projectcalico.org/v3 on a native-v3 bed, where Env.Calico is nil.
+func (e *Env) ReservationStore() *calicostore.Store {
+	e.T.Helper()
+	if !e.nativeV3() {
+		return calicostore.New(e.Calico, reserve.DefaultLimits)
+	}
+	objs, err := calicov3.New(e.Bed.REST)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return calicostore.NewOn(objs, reserve.DefaultLimits)
 }
 
 // Allocated reports whether Calico IPAM holds ip for some handle.

@@ -12,8 +12,9 @@ import (
 )
 
 // Calico 3.33 adds IPAMConfiguration ipCooldownSeconds: a released address
-// stays allocated to its old handle, marked released, until it has cooled
-// that long, and calico-ipam refuses to assign it meanwhile. The Calico
+// stays in its block, marked released (releasedAt) and pointing at no
+// handle, until it has cooled that long, and calico-ipam refuses to assign
+// it meanwhile. The Calico
 // client capo is built on predates the field, so it is read from the API
 // as stored: the Kubernetes datastore's IPAMConfig (crd.projectcalico.org)
 // and, where served, projectcalico.org/v3's IPAMConfiguration. With the
