@@ -66,6 +66,13 @@ func Who(ctx context.Context, r Reader, ip netip.Addr) (*Holder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading who holds %s: %w", ip, err)
 	}
+	if handle == nil && len(attrs) == 0 {
+		// libcalico-go v3.31 (crd.projectcalico.org/v1, etcdv3) reads a
+		// block of Calico 3.33+ without its releasedAt: an allocation that
+		// points at no handle and no pod is how a cooling one reads there.
+		// It is nobody's pod either way.
+		return &Holder{Cooling: true}, nil
+	}
 	h := &Holder{Namespace: attrs[ipam.AttributeNamespace], Pod: attrs[ipam.AttributePod], Node: attrs[ipam.AttributeNode]}
 	if handle != nil {
 		h.Handle = *handle

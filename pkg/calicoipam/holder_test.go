@@ -1,0 +1,50 @@
+package calicoipam
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+)
+
+type reader struct {
+	attrs  map[string]string
+	handle *string
+	err    error
+}
+
+func (r reader) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]string, *string, error) {
+	return r.attrs, r.handle, r.err
+}
+
+// Who tells a pod's allocation, a free address and a cooling one apart,
+// the cooling one as the v3 reader says it and as libcalico-go v3.31 reads
+// a Calico 3.33+ block (an allocation with no handle and no attributes).
+func TestWho(t *testing.T) {
+	h := "k8s-pod-network.c1"
+	ip := netip.MustParseAddr("10.0.0.1")
+	at := time.Unix(1700000000, 0)
+	for name, tc := range map[string]struct {
+		r    reader
+		want *Holder
+	}{
+		"a pod's":       {reader{attrs: map[string]string{"namespace": "kafka", "pod": "kafka-0", "node": "n1"}, handle: &h}, &Holder{Handle: h, Namespace: "kafka", Pod: "kafka-0", Node: "n1"}},
+		"free":          {reader{err: cerrors.ErrorResourceDoesNotExist{Identifier: "10.0.0.1"}}, nil},
+		"cooling (v3)":  {reader{err: &CoolingError{IP: "10.0.0.1", ReleasedAt: at}}, &Holder{Cooling: true, ReleasedAt: at}},
+		"cooling (v1)":  {reader{}, &Holder{Cooling: true}},
+		"a handle only": {reader{handle: &h}, &Holder{Handle: h}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Who(context.Background(), tc.r, ip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Fatalf("Who = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
