@@ -92,7 +92,8 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	}
 	a.readiness = newReadiness(a.metrics, time.Now)
 	a.lock = newCalicoLock(a.readiness, opts.Dynamic, calicogate.ClusterInfoReady(calico))
-	a.store = watchedStore{Store: calicostore.New(calico, reserve.DefaultLimits), r: a.readiness}
+	objects := calicostore.New(calico, reserve.DefaultLimits)
+	a.store = watchedStore{Store: objects, r: a.readiness}
 	cfg := a.config.Get
 	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
@@ -113,7 +114,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.held = newHeldIndex(opts.NodeName)
 	dec.reserved = a.held.add
 	var off *offerer
-	off, a.settler = a.newReturns(kube, calico, func() config.ReturnMode { return cfg().ReturnAddress })
+	off, a.settler = a.newReturns(kube, calico, func() config.ReturnMode { return cfg().ReturnAddress }, objects.ListCached)
 	dec.guard = a.settler.guard
 	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: gatedIPAM{calico.IPAM(), a.readiness}, node: opts.NodeName}
 	a.drainer = &drainer{journal: j, ipam: gatedIPAM{calico.IPAM(), a.readiness}, decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
@@ -139,7 +140,8 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 // newReturns wires the two halves of returns: the offerer answers a
 // returning pod's ADD, the settler what capo-ipam then reports. They share
 // the offers; the settler shares its address guard with the decider.
-func (a *Agent) newReturns(kube kubernetes.Interface, calico clientv3.Interface, mode func() config.ReturnMode) (*offerer, *settler) {
+// cached lists every node's reservations from the API server's cache.
+func (a *Agent) newReturns(kube kubernetes.Interface, calico clientv3.Interface, mode func() config.ReturnMode, cached func(context.Context) (*reserve.Listing, error)) (*offerer, *settler) {
 	recorder, offered := newRecorder(kube, a.opts.NodeName), &offers{}
 	off := &offerer{
 		node: a.opts.NodeName, store: a.store, calico: calico, mode: mode,
@@ -149,6 +151,7 @@ func (a *Agent) newReturns(kube kubernetes.Interface, calico clientv3.Interface,
 		// On etcdv3 a Calico node's name may not be its Node's.
 		calicoNodes: calicoNodes{calico},
 		offers:      offered,
+		cached:      cached,
 	}
 	set := &settler{
 		node: a.opts.NodeName, store: a.store, sandboxes: calicoSandboxes{calico: calico}, mode: mode,

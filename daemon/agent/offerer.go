@@ -52,6 +52,10 @@ type offerer struct {
 	calicoNodes calicoNodeGetter
 	// offers are the offers made, until the settler takes them.
 	offers *offers
+	// cached lists every node's reservations as the API server's cache has
+	// them: with sameNode, the other nodes' part of a lookup (see lookup);
+	// nil: a full consistent List.
+	cached func(ctx context.Context) (*reserve.Listing, error)
 }
 
 // offer is the Return for pod, or nil when it is not a candidate or
@@ -128,6 +132,9 @@ func (o *offerer) readCooldown(ctx context.Context) time.Duration {
 // every other. The index only spares the read to pods with nothing held;
 // it can be 30 s old, and what it holds may have ended or changed hands.
 func (o *offerer) lookup(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod) (held, all []reserve.Entry, err error) {
+	if mode == config.ReturnSameNode && o.cached != nil {
+		return o.lookupHere(ctx, pod)
+	}
 	l, err := o.store.List(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -154,4 +161,51 @@ func (o *offerer) refuse(pod *corev1.Pod, held []reserve.Entry, reason returns.R
 func notReturned(rec record.EventRecorder, pod *corev1.Pod, ips []string, why string) {
 	rec.Eventf(pod, corev1.EventTypeNormal, "AddressNotReturned",
 		"capo holds %s for this pod but did not give it back: %s. The pod gets a fresh address; the reservation stays.", strings.Join(ips, " and "), why)
+}
+
+// lookupHere is lookup with sameNode: what is held for pod comes from this
+// node's own reservations, read fresh (a Get, straight from the
+// datastore); the other nodes' reservations, read only to refuse an
+// address also reserved there for another identity, come from the API
+// server's cache at the same time. A consistent List would wait for that
+// cache to catch up with etcd (tens of milliseconds under write load) and
+// would still not see a reservation written the moment after; the settler
+// lists consistently again before it ends a reservation. When the cached
+// read fails, the full consistent List decides.
+func (o *offerer) lookupHere(ctx context.Context, pod *corev1.Pod) (held, all []reserve.Entry, err error) {
+	type listed struct {
+		l   *reserve.Listing
+		err error
+	}
+	others := make(chan listed, 1)
+	go func() {
+		l, err := o.cached(ctx)
+		others <- listed{l, err}
+	}()
+	own, err := o.store.ListNode(ctx, o.node)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := <-others
+	if c.err != nil {
+		slog.Debug("the cached read of other nodes' reservations failed: listing them all", "err", c.err)
+		return o.lookupAll(ctx, pod)
+	}
+	all = slices.Clone(own)
+	for _, e := range c.l.Entries {
+		if e.Node != o.node {
+			all = append(all, e)
+		}
+	}
+	return returns.Held(own, pod), all, nil
+}
+
+// lookupAll is lookup's consistent List, sameNode.
+func (o *offerer) lookupAll(ctx context.Context, pod *corev1.Pod) (held, all []reserve.Entry, err error) {
+	l, err := o.store.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine := slices.DeleteFunc(slices.Clone(l.Entries), func(e reserve.Entry) bool { return e.Node != o.node })
+	return returns.Held(mine, pod), l.Entries, nil
 }

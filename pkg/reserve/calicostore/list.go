@@ -15,9 +15,33 @@ import (
 // List returns every reservation in every capo object, whatever the
 // layout, and the objects that do not decode (skipped, never written).
 func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
-	list, err := s.objs.List(ctx, options.ListOptions{})
+	objs, snap, decoded, err := s.list(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("listing reservation objects: %w", err)
+		return nil, err
+	}
+	s.mu.Lock()
+	s.snapshot, s.decoded = snap, decoded
+	s.mu.Unlock()
+	return reserve.Collect(objs), nil
+}
+
+// ListCached is List as the API server's watch cache has it (resource
+// version "0"): it does not wait for the cache to catch up with etcd, so
+// it may miss the last moments' writes. It is for a read that fresh reads
+// of what matters complete (a return: the node's own bucket is read
+// fresh); it leaves the snapshot writes start from alone.
+func (s *Store) ListCached(ctx context.Context) (*reserve.Listing, error) {
+	objs, _, _, err := s.list(ctx, "0")
+	if err != nil {
+		return nil, err
+	}
+	return reserve.Collect(objs), nil
+}
+
+func (s *Store) list(ctx context.Context, rv string) ([]*reserve.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, error) {
+	list, err := s.objs.List(ctx, options.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("listing reservation objects: %w", err)
 	}
 	snap := map[string]*apiv3.IPReservation{}
 	decoded := map[string]*loaded{}
@@ -30,10 +54,7 @@ func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
 		snap[res.Name], decoded[res.Name] = res, decode(res)
 		objs = append(objs, decoded[res.Name].c)
 	}
-	s.mu.Lock()
-	s.snapshot, s.decoded = snap, decoded
-	s.mu.Unlock()
-	return reserve.Collect(objs), nil
+	return objs, snap, decoded, nil
 }
 
 // objects are the snapshot's objects, decoded, by name; a List first if
