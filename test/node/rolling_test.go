@@ -141,6 +141,12 @@ func accounted(ctx context.Context, h *nodebed.History, current map[string]*core
 				}
 				continue
 			}
+			// Given back to a later incarnation of the member: its record,
+			// or its own current address, is that incarnation's to account
+			// for (the last incarnation that had it holds it).
+			if h.LaterWith(p, ip) != nil {
+				continue
+			}
 			if err := bed.Held(ctx, cidr, ip, p); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package nodebed
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -50,9 +51,10 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() erro
 // evicted StatefulSet pod is gone within milliseconds), and every address
 // each incarnation had.
 type History struct {
-	mu   sync.Mutex
-	last map[types.UID]*corev1.Pod
-	ips  map[types.UID][]string
+	mu    sync.Mutex
+	last  map[types.UID]*corev1.Pod
+	ips   map[types.UID][]string
+	first map[types.UID]int // the order pods were first seen in
 }
 
 // WatchPods records the pods of ns until the test ends.
@@ -63,7 +65,7 @@ func (b *Bed) WatchPods(t testing.TB, ns string) *History {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &History{last: map[types.UID]*corev1.Pod{}, ips: map[types.UID][]string{}}
+	h := &History{last: map[types.UID]*corev1.Pod{}, ips: map[types.UID][]string{}, first: map[types.UID]int{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -80,6 +82,9 @@ func (b *Bed) WatchPods(t testing.TB, ns string) *History {
 func (h *History) record(p *corev1.Pod) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if _, seen := h.first[p.UID]; !seen {
+		h.first[p.UID] = len(h.first)
+	}
 	h.last[p.UID] = p.DeepCopy()
 	if ip := p.Status.PodIP; ip != "" {
 		if ips := h.ips[p.UID]; len(ips) == 0 || ips[len(ips)-1] != ip {
@@ -104,6 +109,24 @@ func (h *History) Pods() []*corev1.Pod {
 		out = append(out, p)
 	}
 	return out
+}
+
+// LaterWith is the first incarnation of p's name seen after p that had
+// ip too (a StatefulSet member's address given back to its successor),
+// or nil.
+func (h *History) LaterWith(p *corev1.Pod, ip string) *corev1.Pod {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var later *corev1.Pod
+	for uid, q := range h.last {
+		if q.Namespace != p.Namespace || q.Name != p.Name || h.first[uid] <= h.first[p.UID] || !slices.Contains(h.ips[uid], ip) {
+			continue
+		}
+		if later == nil || h.first[uid] < h.first[later.UID] {
+			later = q
+		}
+	}
+	return later
 }
 
 // IPs are the addresses the pod with uid has had, in order.
