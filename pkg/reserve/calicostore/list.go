@@ -89,15 +89,44 @@ const maxLegacyShards = 1000
 // in its objects of the per-node layout (read up to the first missing one;
 // the controller's tidy moves them all, from a full List, anyway).
 func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, error) {
+	// The node's per-node objects of the older layout are read beside its
+	// bucket, not after it: this read is on a returning pod's ADD.
+	type legacyRead struct {
+		objs []*reserve.Contents
+		err  error
+	}
+	legacy := make(chan legacyRead, 1)
+	go func() {
+		objs, err := s.legacyObjects(ctx, node)
+		legacy <- legacyRead{objs, err}
+	}()
 	b, _, err := s.loadBucket(ctx, reserve.BucketOf(node))
+	l := <-legacy
 	if err != nil {
 		return nil, err
+	}
+	if l.err != nil {
+		return nil, l.err
 	}
 	objs := []*reserve.Contents{}
 	if b.Head != nil {
 		objs = append(objs, b.Head)
 	}
 	objs = append(objs, b.Overflow...)
+	objs = append(objs, l.objs...)
+	var out []reserve.Entry
+	for _, e := range reserve.Collect(objs).Entries {
+		if e.Node == node {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// legacyObjects are the node's per-node objects of the older layout,
+// <node>-<shard>, up to the first that does not exist.
+func (s *Store) legacyObjects(ctx context.Context, node string) ([]*reserve.Contents, error) {
+	var objs []*reserve.Contents
 	for i := 0; i < maxLegacyShards; i++ {
 		l, err := s.get(ctx, LegacyName(node, i))
 		if err != nil {
@@ -108,11 +137,5 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 		}
 		objs = append(objs, l.c)
 	}
-	var out []reserve.Entry
-	for _, e := range reserve.Collect(objs).Entries {
-		if e.Node == node {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	return objs, nil
 }
