@@ -54,13 +54,9 @@ func (b *Bed) createCRDs(ctx context.Context, files []string) error {
 	}
 	var names []string
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
+		obj, err := readObject(f)
 		if err != nil {
 			return err
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
 		}
 		if _, err := dyn.Resource(crdGVR).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating CRD %s from %s: %w", obj.GetName(), f, err)
@@ -68,6 +64,19 @@ func (b *Bed) createCRDs(ctx context.Context, files []string) error {
 		names = append(names, obj.GetName())
 	}
 	return waitEstablished(ctx, dyn, names)
+}
+
+// readObject reads the one object of a YAML file.
+func readObject(f string) (*unstructured.Unstructured, error) {
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		return nil, fmt.Errorf("%s: %w", f, err)
+	}
+	return obj, nil
 }
 
 func waitEstablished(ctx context.Context, dyn dynamic.Interface, names []string) error {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 )
 
 // Calico's v1 to v3 datastore migration, in the steps its kube-controllers
@@ -238,13 +237,9 @@ func upgradeCRDs(ctx context.Context, dyn dynamic.Interface, dir string) error {
 		return fmt.Errorf("no crd.projectcalico.org_*.yaml in %s: put the migrating release's v1 CRDs (libcalico-go/config/crd) beside its kube-controllers", dir)
 	}
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
+		obj, err := readObject(f)
 		if err != nil {
 			return err
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
 		}
 		old, err := dyn.Resource(crdGVR).Get(ctx, obj.GetName(), metav1.GetOptions{})
 		switch {
