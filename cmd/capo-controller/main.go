@@ -31,9 +31,10 @@ func main() {
 			return err
 		}
 		// The gate checks again at once when Calico locks or unlocks.
-		var lock func(context.Context) error
-		gate := calicogate.NewGate(kube.Discovery(), calicoapi.All, func(ctx context.Context) error { return lock(ctx) }, 20*time.Second)
-		lock = calicogate.FollowLock(ctx, oc.Dynamic, calico, func() { go gate.Once(ctx) })
+		var gate *calicogate.Gate
+		lock := calicogate.NewFollower(oc.Dynamic, calicogate.ClusterInfoReady(calico), func() { go gate.Once(ctx) })
+		gate = calicogate.NewGate(kube.Discovery(), calicoapi.All, lock.Check, 20*time.Second)
+		go lock.Run(ctx)
 		opts.CalicoAPI = gate
 		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {

@@ -77,7 +77,7 @@ type Agent struct {
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
 	prober    *prober
-	lock      *calicoLock
+	lock      *calicogate.Follower // Calico's datastore lock
 }
 
 // New builds an agent on real clients; meta reads objects' metadata only.
@@ -91,7 +91,9 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		reapplied: make(chan struct{}, 1),
 	}
 	a.readiness = newReadiness(a.metrics, time.Now)
-	a.lock = newCalicoLock(a.readiness, opts.Dynamic, calicogate.ClusterInfoReady(calico))
+	// Calico's datastore lock wakes the prober, so that the agent turns
+	// not ready (and refuses to write) within the prober's short retry.
+	a.lock = calicogate.NewFollower(opts.Dynamic, calicogate.ClusterInfoReady(calico), a.readiness.poke)
 	objects := calicostore.New(calico, reserve.DefaultLimits)
 	a.store = watchedStore{Store: objects, r: a.readiness}
 	cfg := a.config.Get
@@ -101,7 +103,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.prober = &prober{
 		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
 		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
-		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup, a.lock.check),
+		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup, a.lock.Check),
 	}
 	a.readiness.calicoAPI(errAPINotChecked)
 	dec := &decider{
@@ -253,7 +255,7 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	}
 	served = make(chan struct{})
 	go func() { errc <- a.server.serve(ctx, l); close(served) }()
-	go a.lock.run(ctx)
+	go a.lock.Run(ctx)
 	a.loop(ctx, "prober", a.prober.run)
 	a.loop(ctx, "drainer", a.drainer.run)
 	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })

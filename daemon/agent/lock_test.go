@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/capo-net/capo/pkg/calicogate"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -21,8 +22,8 @@ func TestAgentWritesNothingWhileCalicoIsLocked(t *testing.T) {
 	serveCalicoV1(t, kube)
 	ready := true
 	r := newReadiness(nil, time.Now)
-	l := newCalicoLock(r, nil, func(context.Context) (*bool, error) { return &ready, nil })
-	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), nil, l.check)}
+	l := calicogate.NewFollower(nil, func(context.Context) (*bool, error) { return &ready, nil }, r.poke)
+	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), nil, l.Check)}
 	p.once(context.Background())
 	r.serve()
 	if ok, reason, detail := r.state(); !ok {

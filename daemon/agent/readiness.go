@@ -198,3 +198,11 @@ func classify(err error) string {
 	}
 	return reasonError
 }
+
+// poke has the prober check again after its short retry.
+func (r *readiness) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}

@@ -28,24 +28,44 @@ func ClusterInfoReady(c clientv3.Interface) func(ctx context.Context) (*bool, er
 	}
 }
 
-// FollowLock follows Calico's datastore lock in the mode in force until
-// ctx ends and returns the check a gate runs: on the Kubernetes datastore
-// it watches ClusterInformation through dyn, calling onChange on every
-// change; on etcdv3 (or with no dyn) each check reads it through c.
-func FollowLock(ctx context.Context, dyn dynamic.Interface, c clientv3.Interface, onChange func()) func(context.Context) error {
+// Follower follows Calico's datastore lock (ClusterInformation default's
+// datastoreReady) in the mode in force: while Calico upgrades or migrates
+// its datastore, capo writes nothing, as Calico's own CNI plugin refuses
+// to work. On the Kubernetes datastore it is watched (a lock is seen at
+// once, well inside the 10 s Calico drains before it copies); on etcdv3,
+// and without a dynamic client, each Check reads it.
+type Follower struct {
+	lock *calicoapi.Lock
+	dyn  dynamic.Interface // nil: Check reads
+	get  func(ctx context.Context) (*bool, error)
+}
+
+// NewFollower follows the lock through dyn, or get; onChange runs on
+// every change, so that a daemon can check at once.
+func NewFollower(dyn dynamic.Interface, get func(ctx context.Context) (*bool, error), onChange func()) *Follower {
 	m, _ := calicoapi.InForce()
-	l := calicoapi.NewLock(m, onChange)
-	if m.Source != calicoapi.SourceEtcd && dyn != nil {
-		go l.Watch(ctx, dyn)
-		return func(context.Context) error { return l.Err() }
+	if m.Source == calicoapi.SourceEtcd {
+		dyn = nil
 	}
-	get := ClusterInfoReady(c)
-	return func(ctx context.Context) error {
-		ready, err := get(ctx)
+	return &Follower{lock: calicoapi.NewLock(m, onChange), dyn: dyn, get: get}
+}
+
+// Run watches the lock until ctx ends, on the Kubernetes datastore.
+func (f *Follower) Run(ctx context.Context) {
+	if f.dyn != nil {
+		f.lock.Watch(ctx, f.dyn)
+	}
+}
+
+// Check is a *calicoapi.LockedError while Calico's datastore is locked;
+// when not watched, it reads ClusterInformation first.
+func (f *Follower) Check(ctx context.Context) error {
+	if f.dyn == nil && f.get != nil {
+		ready, err := f.get(ctx)
 		if err != nil {
 			return err
 		}
-		l.Set(ready)
-		return l.Err()
+		f.lock.Set(ready)
 	}
+	return f.lock.Err()
 }
