@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicogate"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -16,34 +17,12 @@ import (
 // Calico's API group: a write in a group Calico does not read is a loss.
 var errAPINotChecked = calicoapi.ErrNotChecked
 
-// apiChecker says whether every Calico type the agent touches is served in
-// the group in force and this build can work there. A *NotServedError or
-// *UnsupportedError is sticky (the agent is not ready and refuses to
-// write until a later check passes); any other error is a failed probe.
-// netconf, when set, reads the node's calico_api_group now: the operator
-// may switch Calico's group while the agent runs, and calico-ipam reads it
-// on every call.
-// lock, when set, is Calico's datastore lock: while Calico upgrades or
-// migrates its datastore, nothing is written.
+// apiChecker is calicogate.Check on every Calico type the agent touches.
+// A *NotServedError, *UnsupportedError, *MismatchError or *LockedError is
+// sticky (the agent is not ready and refuses to write until a later check
+// passes); any other error is a failed probe.
 func apiChecker(disc discovery.DiscoveryInterface, netconf func() string, lock func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := calicoapi.Check(ctx, disc, calicoapi.All); err != nil {
-			return err
-		}
-		m, _ := calicoapi.InForce()
-		if err := calicoapi.Supported(m); err != nil {
-			return err
-		}
-		if netconf != nil {
-			if err := calicoapi.CheckNetconf(m, netconf()); err != nil {
-				return err
-			}
-		}
-		if lock != nil {
-			return lock(ctx)
-		}
-		return nil
-	}
+	return calicogate.Check(disc, calicoapi.All, netconf, lock)
 }
 
 // isAPIProblem tells the sticky failures from a transient one.

@@ -28,11 +28,19 @@ type Gate struct {
 	err error
 }
 
-// NewGate checks disc for every type in kinds in the mode in force, that
-// this build can work there, and (lock, when set) that Calico has not
-// locked its datastore for an upgrade or migration, every period.
+// NewGate runs Check every period.
 func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, lock func(context.Context) error, every time.Duration) *Gate {
-	return NewGateFunc(func(ctx context.Context) error {
+	return NewGateFunc(Check(disc, kinds, nil, lock), every)
+}
+
+// Check says whether capo may use Calico now: every type in kinds is
+// served in the mode in force (disc), this build can work there, the
+// node's calico_api_group (netconf, when set: calico-ipam reads it on
+// every call, and an operator may switch it while capo runs) names that
+// group, and Calico has not locked its datastore for an upgrade or
+// migration (lock, when set).
+func Check(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, netconf func() string, lock func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
 		if err := calicoapi.Check(ctx, disc, kinds); err != nil {
 			return err
 		}
@@ -40,11 +48,16 @@ func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, lock fun
 		if err := calicoapi.Supported(m); err != nil {
 			return err
 		}
+		if netconf != nil {
+			if err := calicoapi.CheckNetconf(m, netconf()); err != nil {
+				return err
+			}
+		}
 		if lock != nil {
 			return lock(ctx)
 		}
 		return nil
-	}, every)
+	}
 }
 
 // NewGateFunc is a gate on any check.
