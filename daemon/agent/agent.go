@@ -147,7 +147,8 @@ func (a *Agent) newReturns(kube kubernetes.Interface, calico clientv3.Interface,
 	recorder, offered := newRecorder(kube, a.opts.NodeName), &offers{}
 	off := &offerer{
 		node: a.opts.NodeName, store: a.store, calico: calico, mode: mode,
-		held: a.held, timeout: time.Second, recorder: recorder, metrics: a.metrics,
+		viewer: &calicoview.Reader{Calico: calico, Node: a.opts.NodeName},
+		held:   a.held, timeout: time.Second, recorder: recorder, metrics: a.metrics,
 		nodes:    kube.CoreV1().Nodes(),
 		cooldown: &calicoview.Cooldown{REST: kube.Discovery().RESTClient(), Every: time.Minute},
 		// On etcdv3 a Calico node's name may not be its Node's.

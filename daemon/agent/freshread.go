@@ -62,7 +62,7 @@ func (o *offerer) readView(ctx context.Context, entries []reserve.Entry) (*calic
 	if o.views != nil {
 		return o.views(ctx, entries)
 	}
-	return calicoview.Read(ctx, o.calico, o.node, entries)
+	return o.viewer.Read(ctx, entries)
 }
 
 // covers reports whether a view read for expected tells about every one of

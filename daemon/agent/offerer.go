@@ -35,8 +35,9 @@ type offerer struct {
 	timeout  time.Duration // for the whole lookup; past it the pod gets a fresh address
 	recorder record.EventRecorder
 	metrics  *metrics
-	// views reads Calico's view of held addresses; nil: calicoview.Read.
-	views func(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error)
+	// views reads Calico's view of held addresses; nil: viewer's Read.
+	views  func(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error)
+	viewer *calicoview.Reader
 	// cooldown reads Calico's IP cooldown, which words the refusal of a
 	// return whose address is still cooling.
 	cooldown *calicoview.Cooldown

@@ -57,6 +57,11 @@ func (h *Holder) Is(namespace, pod string) bool {
 // holds it for a pod holds it for that pod still.
 func Who(ctx context.Context, r Reader, ip netip.Addr) (*Holder, error) {
 	attrs, handle, err := r.GetAssignmentAttributes(ctx, cnet.IP{IP: net.IP(ip.AsSlice())})
+	return holderOf(ip, attrs, handle, err)
+}
+
+// holderOf is the Holder a reader's answer for ip says.
+func holderOf(ip netip.Addr, attrs map[string]string, handle *string, err error) (*Holder, error) {
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		return nil, nil
 	}

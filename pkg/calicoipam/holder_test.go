@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 )
@@ -46,5 +47,35 @@ func TestWho(t *testing.T) {
 				t.Fatalf("Who = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestBlockOf(t *testing.T) {
+	pool := func(cidr string, size int, disabled bool) apiv3.IPPool {
+		var p apiv3.IPPool
+		p.Name, p.Spec.CIDR, p.Spec.BlockSize, p.Spec.Disabled = cidr, cidr, size, disabled
+		return p
+	}
+	pools := []apiv3.IPPool{
+		pool("10.1.0.0/16", 26, true), // disabled: Calico's reader looks no further
+		pool("10.0.0.0/16", 28, false),
+		pool("10.2.0.0/16", 0, false), // unset: Calico's default, /26
+		pool("fd00::/64", 0, false),   // /122
+		pool("not a CIDR", 26, false),
+	}
+	for _, tc := range []struct {
+		ip, want string // want "": no block
+	}{
+		{"10.0.0.37", "10.0.0.32/28"},
+		{"10.2.0.200", "10.2.0.192/26"},
+		{"fd00::1:0:0:7f", "fd00::1:0:0:40/122"},
+		{"::ffff:10.0.0.37", "10.0.0.32/28"},
+		{"10.1.0.5", ""},
+		{"192.168.0.1", ""},
+	} {
+		b, ok := BlockOf(netip.MustParseAddr(tc.ip), pools)
+		if got := map[bool]string{true: b.String(), false: ""}[ok]; got != tc.want {
+			t.Errorf("BlockOf(%s) = %q, want %q", tc.ip, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calicoipam"
 )
 
 // Client is libcalico-go's client with every Calico CRD capo reads or
@@ -51,6 +53,14 @@ func refused(what string) error { return fmt.Errorf("%s: %w", what, errNotHere) 
 func (c *Client) IPReservations() clientv3.IPReservationInterface { return reservations{c.res} }
 
 func (c *Client) IPAM() ipam.Interface { return ipamReads{Interface: c.Interface.IPAM(), v3: c.ipam} }
+
+var _ calicoipam.BlockReader = (*Client)(nil)
+
+// AssignmentIn reads an allocation in a known block
+// (calicoipam.BlockReader).
+func (c *Client) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+	return c.ipam.AssignmentIn(ctx, block, addr)
+}
 
 func (c *Client) IPPools() clientv3.IPPoolInterface { return pools{c.ipam} }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"strings"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
@@ -115,6 +116,17 @@ func (c *IPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[s
 		return nil, nil, err
 	}
 	return holder(b, addr.IP)
+}
+
+// AssignmentIn is GetAssignmentAttributes for an address of block
+// (calicoipam.BlockOf): the block alone is read.
+func (c *IPAM) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+	n := &net.IPNet{IP: net.IP(block.Addr().AsSlice()), Mask: net.CIDRMask(block.Bits(), block.Addr().BitLen())}
+	b, err := c.block(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return holder(b, net.IP(addr.AsSlice()))
 }
 
 // Pools is every IPPool.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +102,7 @@ func TestAssignmentAttributes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			attrs, handle, err := c.GetAssignmentAttributes(context.Background(), cnet.IP{IP: net.ParseIP(tc.addr)})
+			checkAssignmentIn(t, c, tc.addr, attrs, handle, err)
 			if tc.free {
 				if !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 					t.Fatalf("free address read as %v %v %v", attrs, handle, err)
@@ -112,6 +114,35 @@ func TestAssignmentAttributes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkAssignmentIn reads addr in the block its pools give
+// (calicoipam.BlockOf) and wants what GetAssignmentAttributes answered.
+func checkAssignmentIn(t *testing.T, c *IPAM, addr string, attrs map[string]string, handle *string, err error) {
+	t.Helper()
+	pools, perr := c.Pools(context.Background())
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	ip := netip.MustParseAddr(addr)
+	block, ok := calicoipam.BlockOf(ip, pools)
+	if !ok {
+		if !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
+			t.Fatalf("%s is in no pool, yet read as %v %v %v", addr, attrs, handle, err)
+		}
+		return
+	}
+	a, h, err2 := c.AssignmentIn(context.Background(), block, ip)
+	if fmt.Sprint(a, deref(h), errors.As(err2, new(cerrors.ErrorResourceDoesNotExist))) != fmt.Sprint(attrs, deref(handle), errors.As(err, new(cerrors.ErrorResourceDoesNotExist))) {
+		t.Fatalf("%s in block %s: %v %v %v; GetAssignmentAttributes: %v %v %v", addr, block, a, deref(h), err2, attrs, deref(handle), err)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
 
 // An allocation Calico released into its IP cooldown is cooling and
@@ -127,6 +158,14 @@ func TestCoolingAllocation(t *testing.T) {
 	h, err := calicoipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.13"))
 	if err != nil || h == nil || !h.Cooling || h.Handle != "" || h.Pod != "" {
 		t.Fatalf("who holds a cooling address: %+v %v", h, err)
+	}
+	pools, err := c.Pools(context.Background())
+	block, ok := calicoipam.BlockOf(netip.MustParseAddr("10.0.0.13"), pools)
+	if !ok || err != nil {
+		t.Fatalf("10.0.0.13 in no block of %v: %v", pools, err)
+	}
+	if h, err := calicoipam.WhoIn(context.Background(), c, block, netip.MustParseAddr("10.0.0.13")); err != nil || h == nil || !h.Cooling || h.Handle != "" || !h.ReleasedAt.Equal(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)) {
+		t.Fatalf("who holds a cooling address, in its block %s: %+v %v", block, h, err)
 	}
 	if h, err := calicoipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.14")); err != nil || h == nil || h.Cooling || h.Pod != "pg-4" {
 		t.Fatalf("its block's allocated neighbour: %+v %v", h, err)

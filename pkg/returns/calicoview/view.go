@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
@@ -38,46 +39,51 @@ type View struct {
 	Cooldown time.Duration
 }
 
-// Read reads what deciding about entries on node takes: the pools and the
-// Calico Node always; IPAM's and felix's settings only if an entry is of
-// another node (a borrowed address); who holds each address. The reads go
-// out together: they sit on a pod's ADD.
-func Read(ctx context.Context, c clientv3.Interface, node string, entries []reserve.Entry) (*View, error) {
+// Reader reads views from one node. It keeps the pools the last view
+// read, to find a held address's block before this view's pools are read.
+type Reader struct {
+	Calico clientv3.Interface
+	Node   string
+
+	mu    sync.Mutex
+	pools []apiv3.IPPool // as the last view read them
+}
+
+// Read reads what deciding about entries takes: the pools and the Calico
+// Node always; IPAM's and felix's settings only if an entry is of another
+// node (a borrowed address); who holds each address. The reads go out
+// together: they sit on a pod's ADD.
+func (r *Reader) Read(ctx context.Context, entries []reserve.Entry) (*View, error) {
 	v := &View{holders: map[string]*calicoipam.Holder{}}
-	g, ctx := errgroup.WithContext(ctx)
+	c := r.Calico
+	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
-		if v.node, err = c.Nodes().Get(ctx, node, options.GetOptions{}); err != nil {
-			return fmt.Errorf("reading Calico node %s: %w", node, err)
+		if v.node, err = c.Nodes().Get(gctx, r.Node, options.GetOptions{}); err != nil {
+			return fmt.Errorf("reading Calico node %s: %w", r.Node, err)
 		}
 		return nil
 	})
 	g.Go(func() error {
-		pools, err := c.IPPools().List(ctx, options.ListOptions{})
+		pools, err := c.IPPools().List(gctx, options.ListOptions{})
 		if err != nil {
 			return fmt.Errorf("listing IP pools: %w", err)
 		}
 		v.pools = pools.Items
 		return nil
 	})
-	if slices.ContainsFunc(entries, func(e reserve.Entry) bool { return e.Node != node }) {
-		g.Go(func() error { return v.readRouting(ctx, c) })
+	if slices.ContainsFunc(entries, func(e reserve.Entry) bool { return e.Node != r.Node }) {
+		g.Go(func() error { return v.readRouting(gctx, c) })
 	}
-	holders := make([]*calicoipam.Holder, len(entries))
-	for i, e := range entries {
-		addr, err := netip.ParseAddr(e.IP)
-		if err != nil {
-			continue
-		}
-		g.Go(func() (err error) {
-			holders[i], err = calicoipam.Who(ctx, c.IPAM(), addr)
-			return err
-		})
-	}
+	h := r.startHolders(gctx, g, entries)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	r.remember(v.pools)
+	if err := h.finish(ctx, c.IPAM(), v.pools); err != nil {
+		return nil, err
+	}
 	for i, e := range entries {
-		v.holders[e.IP] = holders[i]
+		v.holders[e.IP] = h.holders[i]
 	}
 	return v, nil
 }
