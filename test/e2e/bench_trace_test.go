@@ -17,7 +17,8 @@ import (
 // BenchmarkTrace is where capo-ipam's ADD and DEL spend their time beyond
 // plain calico-ipam's, step by step, for a pod with and without Calico's
 // pool annotation (the DEL of a pod that is not reserved, the cost every
-// pod pays): each round runs plain calico-ipam's ADD and DEL, capo-ipam's
+// pod pays), and for a member that gets its address back (ADD/return):
+// each round runs plain calico-ipam's ADD and DEL, capo-ipam's
 // VERSION (a process start and nothing else, the floor for any IPAM shim)
 // and capo-ipam's ADD and DEL, the verb under test traced, interleaved:
 //
@@ -48,6 +49,23 @@ func BenchmarkTrace(b *testing.B) {
 					b.Run(verb+"/"+c.name, func(b *testing.B) { benchTrace(b, env, verb, c.pod, c.plain) })
 				}
 			}
+			// A member on an opted-in node: each capo-ipam DEL reserves its
+			// address, each ADD is offered it and takes it back.
+			ret := bed.NewEnv(b, ds, testbed.EnvOptions{PoolPrefix: 24, OptIn: true})
+			member := ret.CreatePod("trace-0", testbed.StatefulPod("trace"))
+			first := ret.NewSandbox(member, nil)
+			for _, command := range []string{"ADD", "DEL"} { // the member's address reserved from here on
+				if _, err := ret.ExecIPAM(context.Background(), "capo-ipam", command, ret.IPAMNetConf(testbed.Capo), first); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("ADD/return", func(b *testing.B) {
+				before := ret.Agent.Metric("capo_agent_address_returns_total", `outcome="offered"`)
+				benchTrace(b, ret, "ADD", member, nil)
+				if offered := ret.Agent.Metric("capo_agent_address_returns_total", `outcome="offered"`) - before; int(offered) < b.N {
+					b.Fatalf("%v of %d ADDs were offered the member's address", offered, b.N)
+				}
+			})
 		})
 	}
 }
