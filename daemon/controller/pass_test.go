@@ -326,7 +326,7 @@ func TestPassMigratesThePerNodeLayout(t *testing.T) {
 	cfg := config.Default()
 	cfg.IPReserveTime = 10 * 365 * 24 * time.Hour // the testdata's entries are from 2025
 	b.c.config.Set(cfg)
-	if err := b.store.Objects.PutFiles("../../pkg/reserve/testdata/legacy-z1.json", "../../pkg/reserve/testdata/legacy-v1-s1.json"); err != nil {
+	if err := b.store.Objects.PutFiles("../../pkg/reserve/calicostore/internal/layout/testdata/legacy-z1.json", "../../pkg/reserve/calicostore/internal/layout/testdata/legacy-v1-s1.json"); err != nil {
 		t.Fatal(err)
 	}
 	b.pass()

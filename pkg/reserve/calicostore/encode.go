@@ -7,9 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
-// The objects' encoding is pkg/reserve's; what a reader or writer
+// The objects' encoding stays in internal/layout; what a reader or writer
 // of Calico outside the store needs of it is here, on Calico's own type:
 // the agent's probe writes an empty head, and the end-to-end tests make
 // the objects an older capo or a cluster at scale would hold.
@@ -17,7 +18,7 @@ import (
 // EmptyHead is a bucket's head object holding nothing, as the store
 // creates it: what the agent's probe writes where no head exists yet.
 func EmptyHead(bucket int) *apiv3.IPReservation {
-	o := reserve.NewBucketObject(bucket, 0).Object()
+	o := layout.NewBucketObject(bucket, 0).Object()
 	res := apiv3.NewIPReservation()
 	res.ObjectMeta = metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations}
 	res.Spec.ReservedCIDRs = o.CIDRs

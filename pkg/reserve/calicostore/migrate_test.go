@@ -8,6 +8,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -18,7 +19,7 @@ const legacyNode = "worker-legacy"
 // capo-worker-legacy-s1 (plain text, 1 entry).
 func putLegacy(t *testing.T, objs *reservetest.Objects) {
 	t.Helper()
-	if err := objs.PutFiles("../testdata/legacy-z1.json", "../testdata/legacy-v1-s1.json"); err != nil {
+	if err := objs.PutFiles("internal/layout/testdata/legacy-z1.json", "internal/layout/testdata/legacy-v1-s1.json"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -114,10 +115,10 @@ func TestTidyRepairsWhatWritersLeft(t *testing.T) {
 	head, _ := s.Objects.Object(calicostore.BucketName(b, 0))
 	head.Annotations[calicostore.OverflowAnnotation] = "1,5" // 2 unlisted, 5 listed but gone
 	s.Objects.Put(head)
-	empty := reservetest.Object(reserve.NewBucketObject((b+1)%reserve.Buckets, 0).Object()) // emptied, never deleted
+	empty := reservetest.Object(layout.NewBucketObject((b+1)%layout.Buckets, 0).Object()) // emptied, never deleted
 	s.Objects.Put(empty)
 	retired := reservetest.Object{
-		Name: calicostore.BucketName((b+2)%reserve.Buckets, 0), Labels: map[string]string{calicostore.ManagedByLabel: calicostore.ManagedBy},
+		Name: calicostore.BucketName((b+2)%layout.Buckets, 0), Labels: map[string]string{calicostore.ManagedByLabel: calicostore.ManagedBy},
 		Annotations: map[string]string{calicostore.MetadataAnnotation: "retired"},
 	}
 	s.Objects.Put(retired)

@@ -1,33 +1,29 @@
 package calicostore
 
-import (
-	"github.com/capo-net/capo/pkg/reserve"
-	"github.com/capo-net/capo/pkg/reserve/internal/layout"
-)
+import "github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 
 // The names, labels and annotations of capo's IPReservation objects: the
 // store reads and writes them, and a reader of Calico (a test, the agent's
-// probe, capoctl, an operator's message) finds an object by them.
-// pkg/reserve decodes an object's place from its name with the same rules
-// (pkg/reserve/internal/layout).
+// probe, capoctl, an operator's message) finds an object by them. They are
+// internal/layout's, which decodes an object's place from its name.
 
 // The labels and annotations of capo's objects.
 const (
 	// MetadataAnnotation holds the object's records, one per address.
-	MetadataAnnotation = reserve.MetadataAnnotation
+	MetadataAnnotation = layout.MetadataAnnotation
 	// OverflowAnnotation on a bucket's head lists its overflow objects.
-	OverflowAnnotation = reserve.OverflowAnnotation
+	OverflowAnnotation = layout.OverflowAnnotation
 	// LegacyNodeKey names the node of an object in the per-node layout:
 	// a label and an annotation.
-	LegacyNodeKey = reserve.LegacyNodeKey
+	LegacyNodeKey = layout.LegacyNodeKey
 	// ManagedByLabel set to ManagedBy marks capo's objects; others are
 	// never touched.
-	ManagedByLabel = reserve.ManagedByLabel
-	ManagedBy      = reserve.ManagedBy
+	ManagedByLabel = layout.ManagedByLabel
+	ManagedBy      = layout.ManagedBy
 )
 
 // BucketOf is the bucket holding a node's reservations.
-func BucketOf(node string) int { return reserve.BucketOf(node) }
+func BucketOf(node string) int { return layout.BucketOf(node) }
 
 // BucketName is the name of a bucket's head (i = 0) or of its i-th
 // overflow object.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -104,8 +105,8 @@ func TestObjectsAreBoundedByBuckets(t *testing.T) {
 		mustReserve(t, s, node, ip)
 		all = append(all, reserve.Ref{Node: node, IP: ip})
 	}
-	if n := len(s.Objects.Names()); n > reserve.Buckets {
-		t.Fatalf("%d objects for 300 nodes; want at most %d", n, reserve.Buckets)
+	if n := len(s.Objects.Names()); n > layout.Buckets {
+		t.Fatalf("%d objects for 300 nodes; want at most %d", n, layout.Buckets)
 	}
 	l, err := s.List(ctx)
 	if err != nil || len(l.Entries) != 300 {

@@ -197,8 +197,8 @@ func (f *Objects) Put(o Object) {
 }
 
 // PutFiles stores objects saved as JSON files (name, labels, annotations,
-// reservedCIDRs), such as pkg/reserve/testdata's objects of the per-node
-// layout older capo wrote.
+// reservedCIDRs), such as the objects of the per-node layout older capo
+// wrote (pkg/reserve/calicostore/internal/layout/testdata).
 func (f *Objects) PutFiles(paths ...string) error {
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)
