@@ -108,9 +108,9 @@ func TestReleaseAsksAndComparesAddressesAsValues(t *testing.T) {
 func TestListWarnsOfUnreadableObjects(t *testing.T) {
 	c := newCtl(t)
 	c.reserve("worker-3", entry("10.42.7.19", "broker-2", time.Minute))
-	name := calicostore.BucketName(reserve.BucketOf("worker-3"), 0)
+	name := calicostore.BucketName(calicostore.BucketOf("worker-3"), 0)
 	o, _ := c.store.Objects.Object(name)
-	o.Annotations[reserve.MetadataAnnotation] = "z2:garbage"
+	o.Annotations[calicostore.MetadataAnnotation] = "z2:garbage"
 	c.store.Objects.Put(o)
 	code, out, errw := c.run("", "list")
 	if code != 0 || !strings.Contains(out, "(no reservations)") || !strings.Contains(errw, name+" does not decode") {

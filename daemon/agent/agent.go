@@ -101,7 +101,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
 	timeout := func() time.Duration { return cfg().ReserveTimeout }
 	a.prober = &prober{
-		objs: calico.IPReservations(), bucket: reserve.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
+		objs: calico.IPReservations(), bucket: calicostore.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
 		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
 		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup, a.lock.Check),
 	}

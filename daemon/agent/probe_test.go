@@ -21,7 +21,7 @@ func refuseWrites(objs *reservetest.Objects, refuse *atomic.Bool) {
 }
 
 func testProber(objs *reservetest.Objects, r *readiness) *prober {
-	return &prober{objs: objs, bucket: reserve.BucketOf("n1"), r: r, every: time.Minute, retry: 10 * time.Millisecond, timeout: time.Second}
+	return &prober{objs: objs, bucket: calicostore.BucketOf("n1"), r: r, every: time.Minute, retry: 10 * time.Millisecond, timeout: time.Second}
 }
 
 // A not-ready agent gets no teardowns to prove itself with: the prober's
@@ -33,7 +33,7 @@ func TestProberRecoversOnlyWhenWritesLand(t *testing.T) {
 	if _, err := store.Reserve(context.Background(), "n1", []reserve.Entry{e}); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := store.Objects.Object(calicostore.BucketName(reserve.BucketOf("n1"), 0))
+	before, _ := store.Objects.Object(calicostore.BucketName(calicostore.BucketOf("n1"), 0))
 	r := newReadiness(nil, time.Now)
 	r.serve()
 	var refuse atomic.Bool
@@ -48,7 +48,7 @@ func TestProberRecoversOnlyWhenWritesLand(t *testing.T) {
 	p.once(context.Background())
 	wantReady(t, r, true, "")
 	after, _ := store.Objects.Object(before.Name)
-	if len(after.CIDRs) != 1 || after.Annotations[reserve.MetadataAnnotation] != before.Annotations[reserve.MetadataAnnotation] {
+	if len(after.CIDRs) != 1 || after.Annotations[calicostore.MetadataAnnotation] != before.Annotations[calicostore.MetadataAnnotation] {
 		t.Fatalf("the probe changed the bucket: %+v", after)
 	}
 }
@@ -91,7 +91,7 @@ func TestProberCreatesTheHeadOnlyWhenFailed(t *testing.T) {
 	r.failed(refusedByPolicy())
 	p.once(context.Background())
 	wantReady(t, r, true, "")
-	if names := store.Objects.Names(); len(names) != 1 || names[0] != calicostore.BucketName(reserve.BucketOf("n1"), 0) {
+	if names := store.Objects.Names(); len(names) != 1 || names[0] != calicostore.BucketName(calicostore.BucketOf("n1"), 0) {
 		t.Fatalf("objects %v", names)
 	}
 }

@@ -286,16 +286,16 @@ func TestPassSkipsAnUnreadableObject(t *testing.T) {
 	b := newPassBed(t)
 	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", 2*time.Hour))
 	b.reserve("n2", held("10.0.0.2", "kafka", "b-0", 2*time.Hour))
-	broken := calicostore.BucketName(reserve.BucketOf("n2"), 0)
+	broken := calicostore.BucketName(calicostore.BucketOf("n2"), 0)
 	o, _ := b.store.Objects.Object(broken)
-	o.Annotations[reserve.MetadataAnnotation] = "v9;?"
+	o.Annotations[calicostore.MetadataAnnotation] = "v9;?"
 	b.store.Objects.Put(o)
 	b.pass()
 	b.pass()
 	if got := b.held(); len(got) != 0 {
 		t.Fatalf("held %+v: 10.0.0.1 is due", got)
 	}
-	if after, _ := b.store.Objects.Object(broken); !slices.Equal(after.CIDRs, o.CIDRs) || after.Annotations[reserve.MetadataAnnotation] != "v9;?" {
+	if after, _ := b.store.Objects.Object(broken); !slices.Equal(after.CIDRs, o.CIDRs) || after.Annotations[calicostore.MetadataAnnotation] != "v9;?" {
 		t.Fatalf("the unreadable object was changed: %+v", after)
 	}
 	if n := testutil.ToFloat64(b.c.metrics.unreadable); n != 1 {
@@ -326,7 +326,7 @@ func TestPassMigratesThePerNodeLayout(t *testing.T) {
 	cfg := config.Default()
 	cfg.IPReserveTime = 10 * 365 * 24 * time.Hour // the testdata's entries are from 2025
 	b.c.config.Set(cfg)
-	if err := b.store.Objects.PutFiles("../../pkg/reserve/testdata/legacy-z1.json", "../../pkg/reserve/testdata/legacy-v1-s1.json"); err != nil {
+	if err := b.store.Objects.PutFiles("../../pkg/reserve/calicostore/internal/layout/testdata/legacy-z1.json", "../../pkg/reserve/calicostore/internal/layout/testdata/legacy-v1-s1.json"); err != nil {
 		t.Fatal(err)
 	}
 	b.pass()

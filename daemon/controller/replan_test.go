@@ -24,7 +24,7 @@ func TestPassKeepsAnEntryReplacedBeforeItsWrite(t *testing.T) {
 	renewed := planned
 	renewed.Sandbox, renewed.ReservedAt, renewed.Seen = "bbbb", now, time.Time{}
 	agent := b.store.Clone(reserve.DefaultLimits)
-	head := calicostore.BucketName(reserve.BucketOf("n1"), 0)
+	head := calicostore.BucketName(calicostore.BucketOf("n1"), 0)
 	done := false
 	b.store.Objects.Before = func(verb, name string) error {
 		if verb == "update" && name == head && !done {

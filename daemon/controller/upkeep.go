@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
 // upkeep follows each pass. It stamps the entries this controller sees for
@@ -61,7 +62,7 @@ func (rel *releaser) reportUnreadable(objs []reserve.Unreadable) {
 		ref := &corev1.ObjectReference{Kind: "IPReservation", APIVersion: "projectcalico.org/v3", Name: u.Object}
 		rel.recorder.Eventf(ref, corev1.EventTypeWarning, "UnreadableReservation",
 			"capo cannot read %s (%s); its %d addresses stay reserved and are never released by capo: fix or delete its %s annotation",
-			u.Object, why, u.Addresses, reserve.MetadataAnnotation)
+			u.Object, why, u.Addresses, calicostore.MetadataAnnotation)
 	}
 	rel.unreadable = seen
 }

@@ -60,8 +60,8 @@ func NewRefSet(refs []Ref) (RefSet, error) {
 	return s, nil
 }
 
-// match is the ref of the set that names e, if any: its own, or its place.
-func (s RefSet) match(e Entry) (Ref, bool) {
+// Match is the ref of the set that names e, if any: its own, or its place.
+func (s RefSet) Match(e Entry) (Ref, bool) {
 	if r := e.Ref(); s[r] {
 		return r, true
 	}

@@ -2,7 +2,6 @@ package reserve
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -61,33 +60,6 @@ type Tidied struct {
 	Migrated int // entries moved out of the per-node layout
 	Deleted  int // objects deleted: empty, migrated, or left retired
 	Relisted int // overflow objects listed in their head again
-}
-
-// Collect merges what objects hold into a listing. A reservation held in
-// two objects (a teardown that raced a migration) is one entry: the older
-// metadata and first timestamp.
-func Collect(objs []*Contents) *Listing {
-	l := &Listing{}
-	byRef := map[Ref]Entry{}
-	for _, c := range objs {
-		switch {
-		case c.Err != nil:
-			l.Unreadable = append(l.Unreadable, Unreadable{Object: c.Name, Addresses: len(c.Entries), Err: c.Err})
-			continue
-		case c.Legacy() && !c.Retired:
-			l.Legacy++
-		}
-		for _, e := range c.Entries {
-			if prev, ok := byRef[e.Place()]; ok {
-				e = merge(prev, e)
-			}
-			byRef[e.Place()] = e
-		}
-	}
-	l.Entries = slices.Collect(maps.Values(byRef))
-	SortEntries(l.Entries)
-	slices.SortFunc(l.Unreadable, func(a, b Unreadable) int { return strings.Compare(a.Object, b.Object) })
-	return l
 }
 
 // SortEntries orders entries by address, then node.

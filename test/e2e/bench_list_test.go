@@ -34,14 +34,14 @@ func BenchmarkReservationList(b *testing.B) {
 				continue // more than objects may hold
 			}
 			layouts = append(layouts, layout{fmt.Sprintf("%s-in-%d-objects", n.name, k), func(b *testing.B) []apiv3.IPReservation {
-				return regroup(inMemory(b, reserve.DefaultLimits, n.nodes, n.perNode), k)
+				return regroup(b, inMemory(b, reserve.DefaultLimits, n.nodes, n.perNode), k)
 			}})
 		}
 		layouts = append(layouts, layout{n.name + "-in-16-objects-bare", func(b *testing.B) []apiv3.IPReservation {
-			return stripMetadata(regroup(inMemory(b, reserve.DefaultLimits, n.nodes, n.perNode), 16))
+			return stripMetadata(regroup(b, inMemory(b, reserve.DefaultLimits, n.nodes, n.perNode), 16))
 		}})
 	}
-	layouts = append(layouts, layout{"300-per-node", func(*testing.B) []apiv3.IPReservation { return perNodeObjects(300, 1) }})
+	layouts = append(layouts, layout{"300-per-node", func(b *testing.B) []apiv3.IPReservation { return perNodeObjects(b, 300, 1) }})
 	for _, ds := range testbed.Datastores {
 		for _, l := range layouts {
 			b.Run(fmt.Sprintf("%s/%s", ds, l.name), func(b *testing.B) {

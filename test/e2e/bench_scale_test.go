@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,8 +40,8 @@ func BenchmarkADDAtScale(b *testing.B) {
 			timeAgainstNone(b, env, []*holdState{
 				{name: "buckets", setup: recreate(b, env.Calico, buckets)},
 				{name: "bare", setup: recreate(b, env.Calico, stripMetadata(buckets))},
-				{name: "one-object", setup: recreate(b, env.Calico, oneObject(buckets))},
-				{name: "per-node", setup: recreate(b, env.Calico, perNodeObjects(300, 1))},
+				{name: "one-object", setup: recreate(b, env.Calico, oneObject(b, buckets))},
+				{name: "per-node", setup: recreate(b, env.Calico, perNodeObjects(b, 300, 1))},
 			})
 		})
 		b.Run(string(ds)+"/10k", func(b *testing.B) {
@@ -138,50 +137,60 @@ func inMemory(b *testing.B, l reserve.Limits, n, perNode int) []apiv3.IPReservat
 }
 
 // perNodeObjects is what the per-node layout wrote: one object per node.
-func perNodeObjects(n, perNode int) []apiv3.IPReservation {
+func perNodeObjects(b *testing.B, n, perNode int) []apiv3.IPReservation {
 	var out []apiv3.IPReservation
 	now := time.Now()
 	for node := range n {
 		name := fmt.Sprintf("bench-node-%d", node)
-		records, cidrs := []string{"v1"}, []string(nil)
+		var es []reserve.Entry
 		for i := range perNode {
-			e := benchEntry(node*perNode+i, now)
-			records = append(records, strings.Join([]string{e.IP, e.Namespace, e.Pod, e.PodUID, e.Reason, fmt.Sprint(e.ReservedAt.Unix()), e.OwnerKind, e.OwnerName, e.OwnerUID}, "|"))
-			cidrs = append(cidrs, reserve.CIDR(e.IP))
+			es = append(es, benchEntry(node*perNode+i, now))
 		}
-		// Decoding and writing back packs the text as the per-node layout did.
-		c := reserve.Decode(reserve.Object{
-			Name: calicostore.LegacyName(name, 0), CIDRs: cidrs, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: name},
-			Annotations: map[string]string{reserve.LegacyNodeKey: name, reserve.MetadataAnnotation: strings.Join(records, ";")},
-		})
-		out = append(out, toReservation(c.Object()))
+		// Written in the format the per-node layout's agents wrote.
+		res := apiv3.NewIPReservation()
+		res.ObjectMeta = metav1.ObjectMeta{
+			Name: calicostore.LegacyName(name, 0), Labels: map[string]string{calicostore.ManagedByLabel: calicostore.ManagedBy, calicostore.LegacyNodeKey: name},
+			Annotations: map[string]string{calicostore.LegacyNodeKey: name},
+		}
+		if err := calicostore.Rewrite(res, es); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, *res)
 	}
 	return out
 }
 
 // oneObject is the entries of objs in one bucket object.
-func oneObject(objs []apiv3.IPReservation) []apiv3.IPReservation { return regroup(objs, 1) }
+func oneObject(b *testing.B, objs []apiv3.IPReservation) []apiv3.IPReservation {
+	return regroup(b, objs, 1)
+}
 
 // regroup spreads the entries of objs over k objects, by node: what k
 // buckets would hold.
-func regroup(objs []apiv3.IPReservation, k int) []apiv3.IPReservation {
-	groups := make([]*reserve.Contents, k)
-	for i := range groups {
-		groups[i] = reserve.NewBucketObject(0, i)
-	}
+func regroup(b *testing.B, objs []apiv3.IPReservation, k int) []apiv3.IPReservation {
+	groups := make([][]reserve.Entry, k)
 	for _, o := range objs {
-		c := reserve.Decode(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.Spec.ReservedCIDRs})
-		for ip, e := range c.Entries {
+		es, err := calicostore.Entries(&o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range es {
 			h := fnv.New32a()
 			h.Write([]byte(e.Node))
-			groups[h.Sum32()%uint32(k)].Entries[ip] = e
+			groups[h.Sum32()%uint32(k)] = append(groups[h.Sum32()%uint32(k)], e)
 		}
 	}
 	var out []apiv3.IPReservation
-	for _, g := range groups {
-		if len(g.Entries) > 0 {
-			out = append(out, toReservation(g.Object()))
+	for i, g := range groups {
+		if len(g) == 0 {
+			continue
 		}
+		res := apiv3.NewIPReservation()
+		res.Name = calicostore.BucketName(0, i)
+		if err := calicostore.Rewrite(res, g); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, *res)
 	}
 	return out
 }
@@ -195,7 +204,7 @@ func stripMetadata(objs []apiv3.IPReservation) []apiv3.IPReservation {
 	return out
 }
 
-func toReservation(o reserve.Object) apiv3.IPReservation {
+func toReservation(o reservetest.Object) apiv3.IPReservation {
 	r := apiv3.NewIPReservation()
 	r.ObjectMeta = metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations}
 	r.Spec.ReservedCIDRs = o.CIDRs

@@ -66,7 +66,7 @@ func stormAgents(b *testing.B, ds testbed.Datastore, n, buckets int) []*stormAge
 	per := make([]int, buckets)
 	for i := 0; len(out) < n; i++ {
 		node := fmt.Sprintf("storm-%d-%d", buckets, i)
-		k := reserve.BucketOf(node)
+		k := calicostore.BucketOf(node)
 		if k >= buckets || per[k] >= (n+buckets-1)/buckets {
 			continue
 		}

@@ -102,25 +102,29 @@ func (a *oldAgent) reserve(ctx context.Context, ip string) error {
 		if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 			res, err = apiv3.NewIPReservation(), nil
 			res.ObjectMeta = metav1.ObjectMeta{
-				Name: name, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy, reserve.LegacyNodeKey: a.node},
-				Annotations: map[string]string{reserve.LegacyNodeKey: a.node},
+				Name: name, Labels: map[string]string{calicostore.ManagedByLabel: calicostore.ManagedBy, calicostore.LegacyNodeKey: a.node},
+				Annotations: map[string]string{calicostore.LegacyNodeKey: a.node},
 			}
 		}
 		if err != nil {
 			return err
 		}
-		ann := res.Annotations[reserve.MetadataAnnotation]
+		ann := res.Annotations[calicostore.MetadataAnnotation]
 		if ann != "" && !strings.HasPrefix(ann, "z1:") && !strings.HasPrefix(ann, "v1;") {
 			return errRetiredForOldAgent
 		}
-		c := reserve.Decode(reserve.Object{Name: name, Labels: res.Labels, Annotations: res.Annotations, CIDRs: res.Spec.ReservedCIDRs})
+		held, err := calicostore.Entries(res)
+		if err != nil {
+			return err
+		}
 		// Owned by a kind the controller does not judge: only the TTL (1h) could end it.
-		c.Entries[ip] = reserve.Entry{
+		held = append(held, reserve.Entry{
 			IP: ip, Node: a.node, Namespace: a.namespace, Pod: "old-" + ip, PodUID: "u-" + ip, Reason: reserve.ReasonCNIDel,
 			ReservedAt: a.first, OwnerKind: "Job", OwnerName: "old", OwnerUID: "o",
+		})
+		if err := calicostore.Rewrite(res, held); err != nil {
+			return err
 		}
-		o := c.Object()
-		res.Annotations, res.Spec.ReservedCIDRs = o.Annotations, o.CIDRs
 		if res.ResourceVersion == "" {
 			_, err = a.c.IPReservations().Create(ctx, res, options.SetOptions{})
 		} else {

@@ -67,7 +67,7 @@ func TestReservationStore(t *testing.T) {
 		if len(got) != 3 || got["fd00:250::2"] != want {
 			t.Fatalf("entries %+v\nwant fd00:250::2 = %+v (first timestamp kept)", got, want)
 		}
-		bucket, err := env.Calico.IPReservations().Get(ctx, calicostore.BucketName(reserve.BucketOf(env.Node), 0), options.GetOptions{})
+		bucket, err := env.Calico.IPReservations().Get(ctx, calicostore.BucketName(calicostore.BucketOf(env.Node), 0), options.GetOptions{})
 		if err != nil || !slices.Contains(bucket.Spec.ReservedCIDRs, "fd00:250::2/128") {
 			t.Fatalf("Calico sees %v, %v", bucket, err)
 		}
@@ -131,10 +131,10 @@ func TestReservationStoreOverflowsBySize(t *testing.T) {
 		if got := nodeEntries(t, s, env.Node); len(got) != 600 {
 			t.Fatalf("%d of 600 stored", len(got))
 		}
-		b := reserve.BucketOf(env.Node)
+		b := calicostore.BucketOf(env.Node)
 		head, err := env.Calico.IPReservations().Get(ctx, calicostore.BucketName(b, 0), options.GetOptions{})
-		if err != nil || strings.Count(head.Annotations[reserve.OverflowAnnotation], ",") < 1 {
-			t.Fatalf("600 worst-case entries: head lists %q (%v); the byte budget was not applied", head.Annotations[reserve.OverflowAnnotation], err)
+		if err != nil || strings.Count(head.Annotations[calicostore.OverflowAnnotation], ",") < 1 {
+			t.Fatalf("600 worst-case entries: head lists %q (%v); the byte budget was not applied", head.Annotations[calicostore.OverflowAnnotation], err)
 		}
 		var ips []string
 		for _, e := range in {

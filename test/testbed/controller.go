@@ -9,7 +9,7 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
-	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
 // Controller is a running capo-controller replica. Its lease and config
@@ -84,7 +84,7 @@ func (e *Env) ClearReservations() {
 		e.T.Fatal(err)
 	}
 	for _, r := range list.Items {
-		if r.Labels[reserve.ManagedByLabel] != reserve.ManagedBy {
+		if r.Labels[calicostore.ManagedByLabel] != calicostore.ManagedBy {
 			continue
 		}
 		if _, err := e.Calico.IPReservations().Delete(ctx, r.Name, options.DeleteOptions{}); err != nil {

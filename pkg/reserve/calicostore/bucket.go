@@ -7,15 +7,16 @@ import (
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
 // loadBucket reads a bucket: its head, and the overflow objects the head
 // lists that exist. A listed one that is missing is skipped, not the end:
 // the list runs ahead of a creation and behind a deletion. A retired head
 // is deleted on the way: it holds nothing and nobody may write to it.
-func (s *Store) loadBucket(ctx context.Context, n int) (*reserve.Bucket, map[*reserve.Contents]*apiv3.IPReservation, error) {
-	b := &reserve.Bucket{N: n}
-	read := map[*reserve.Contents]*apiv3.IPReservation{}
+func (s *Store) loadBucket(ctx context.Context, n int) (*layout.Bucket, map[*layout.Contents]*apiv3.IPReservation, error) {
+	b := &layout.Bucket{N: n}
+	read := map[*layout.Contents]*apiv3.IPReservation{}
 	head, err := s.get(ctx, BucketName(n, 0))
 	if err != nil {
 		return nil, nil, err
@@ -45,7 +46,7 @@ func (s *Store) loadBucket(ctx context.Context, n int) (*reserve.Bucket, map[*re
 // Reserve adds entries to the node's bucket: one write when they fit in
 // an object, more when objects must be added.
 func (s *Store) Reserve(ctx context.Context, node string, entries []reserve.Entry) (*reserve.Result, error) {
-	return s.place(ctx, reserve.BucketOf(node), []batch{{node, entries}}, false)
+	return s.place(ctx, layout.BucketOf(node), []batch{{node, entries}}, false)
 }
 
 // batch is one node's entries.
@@ -64,7 +65,7 @@ func (s *Store) place(ctx context.Context, n int, batches []batch, refresh bool)
 		if err != nil {
 			return nil, err
 		}
-		p := &reserve.Placement{}
+		p := &layout.Placement{}
 		for _, bt := range batches {
 			one, err := b.Place(bt.node, bt.entries, s.limits, refresh)
 			if err != nil {
@@ -96,7 +97,7 @@ func (s *Store) place(ctx context.Context, n int, batches []batch, refresh bool)
 // apply makes a placement's writes in order, the head first, and then
 // checks that every overflow object it created is still listed in the
 // head: a tidy that ran between the two may have found it missing.
-func (s *Store) apply(ctx context.Context, n int, p *reserve.Placement, read map[*reserve.Contents]*apiv3.IPReservation, written map[string]bool) error {
+func (s *Store) apply(ctx context.Context, n int, p *layout.Placement, read map[*layout.Contents]*apiv3.IPReservation, written map[string]bool) error {
 	var created []int
 	for _, w := range p.Writes {
 		if _, err := s.put(ctx, w.Contents, read[w.Contents]); err != nil {
@@ -118,7 +119,7 @@ func (s *Store) apply(ctx context.Context, n int, p *reserve.Placement, read map
 // relist makes sure bucket n's head lists the overflow objects idx,
 // creating the head if it is gone.
 func (s *Store) relist(ctx context.Context, n int, idx []int) error {
-	add := func(c *reserve.Contents) bool {
+	add := func(c *layout.Contents) bool {
 		changed := false
 		for _, i := range idx {
 			changed = c.Relist(i) || changed
@@ -126,7 +127,7 @@ func (s *Store) relist(ctx context.Context, n int, idx []int) error {
 		return changed
 	}
 	for attempt := 0; ; attempt++ {
-		head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *reserve.Contents) bool { return !c.Retired && add(c) })
+		head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *layout.Contents) bool { return !c.Retired && add(c) })
 		if err != nil || head != nil && !head.c.Retired {
 			return err
 		}
@@ -135,7 +136,7 @@ func (s *Store) relist(ctx context.Context, n int, idx []int) error {
 				return err
 			}
 		}
-		c := reserve.NewBucketObject(n, 0)
+		c := layout.NewBucketObject(n, 0)
 		add(c)
 		if _, err = s.put(ctx, c, nil); err == nil || !retriable(err) || attempt >= maxAttempts {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
 // List returns every reservation in every capo object, whatever the
@@ -22,7 +23,7 @@ func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
 	s.mu.Lock()
 	s.snapshot, s.decoded = snap, decoded
 	s.mu.Unlock()
-	return reserve.Collect(objs), nil
+	return layout.Collect(objs), nil
 }
 
 // ListCached is List as the API server's watch cache has it (resource
@@ -35,20 +36,20 @@ func (s *Store) ListCached(ctx context.Context) (*reserve.Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reserve.Collect(objs), nil
+	return layout.Collect(objs), nil
 }
 
-func (s *Store) list(ctx context.Context, rv string) ([]*reserve.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, error) {
+func (s *Store) list(ctx context.Context, rv string) ([]*layout.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, error) {
 	list, err := s.objs.List(ctx, options.ListOptions{ResourceVersion: rv})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("listing reservation objects: %w", err)
 	}
 	snap := map[string]*apiv3.IPReservation{}
 	decoded := map[string]*loaded{}
-	var objs []*reserve.Contents
+	var objs []*layout.Contents
 	for i := range list.Items {
 		res := &list.Items[i]
-		if res.Labels[reserve.ManagedByLabel] != reserve.ManagedBy {
+		if res.Labels[layout.ManagedByLabel] != layout.ManagedBy {
 			continue
 		}
 		snap[res.Name], decoded[res.Name] = res, decode(res)
@@ -92,7 +93,7 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 	// The node's per-node objects of the older layout are read beside its
 	// bucket, not after it: this read is on a returning pod's ADD.
 	type legacyRead struct {
-		objs []*reserve.Contents
+		objs []*layout.Contents
 		err  error
 	}
 	legacy := make(chan legacyRead, 1)
@@ -100,7 +101,7 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 		objs, err := s.legacyObjects(ctx, node)
 		legacy <- legacyRead{objs, err}
 	}()
-	b, _, err := s.loadBucket(ctx, reserve.BucketOf(node))
+	b, _, err := s.loadBucket(ctx, layout.BucketOf(node))
 	l := <-legacy
 	if err != nil {
 		return nil, err
@@ -108,14 +109,14 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 	if l.err != nil {
 		return nil, l.err
 	}
-	objs := []*reserve.Contents{}
+	objs := []*layout.Contents{}
 	if b.Head != nil {
 		objs = append(objs, b.Head)
 	}
 	objs = append(objs, b.Overflow...)
 	objs = append(objs, l.objs...)
 	var out []reserve.Entry
-	for _, e := range reserve.Collect(objs).Entries {
+	for _, e := range layout.Collect(objs).Entries {
 		if e.Node == node {
 			out = append(out, e)
 		}
@@ -125,8 +126,8 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 
 // legacyObjects are the node's per-node objects of the older layout,
 // <node>-<shard>, up to the first that does not exist.
-func (s *Store) legacyObjects(ctx context.Context, node string) ([]*reserve.Contents, error) {
-	var objs []*reserve.Contents
+func (s *Store) legacyObjects(ctx context.Context, node string) ([]*layout.Contents, error) {
+	var objs []*layout.Contents
 	for i := 0; i < maxLegacyShards; i++ {
 		l, err := s.get(ctx, LegacyName(node, i))
 		if err != nil {

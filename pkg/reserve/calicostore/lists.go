@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
 // repairLists makes each head's overflow list match the overflow objects
@@ -25,7 +26,7 @@ func (s *Store) repairLists(ctx context.Context, snap []*loaded, t *reserve.Tidi
 		}
 	}
 	var errs []error
-	for n := range reserve.Buckets {
+	for n := range layout.Buckets {
 		var listed []int
 		if h := heads[n]; h != nil {
 			listed = h.c.Overflow

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -18,7 +19,7 @@ const legacyNode = "worker-legacy"
 // capo-worker-legacy-s1 (plain text, 1 entry).
 func putLegacy(t *testing.T, objs *reservetest.Objects) {
 	t.Helper()
-	if err := objs.PutFiles("../testdata/legacy-z1.json", "../testdata/legacy-v1-s1.json"); err != nil {
+	if err := objs.PutFiles("internal/layout/testdata/legacy-z1.json", "internal/layout/testdata/legacy-v1-s1.json"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,7 +99,7 @@ func TestReleaseFromThePerNodeLayout(t *testing.T) {
 		t.Fatalf("released %v %v", rel, err)
 	}
 	o, ok := s.Objects.Object(calicostore.LegacyName(legacyNode, 0))
-	if !ok || !strings.HasPrefix(o.Annotations[reserve.MetadataAnnotation], "z1:") || len(o.CIDRs) != 2 {
+	if !ok || !strings.HasPrefix(o.Annotations[calicostore.MetadataAnnotation], "z1:") || len(o.CIDRs) != 2 {
 		t.Fatalf("first object %+v", o)
 	}
 	if _, ok := s.Objects.Object(calicostore.LegacyName(legacyNode, 1)); ok {
@@ -110,15 +111,15 @@ func TestReleaseFromThePerNodeLayout(t *testing.T) {
 func TestTidyRepairsWhatWritersLeft(t *testing.T) {
 	s := reservetest.NewStore(reserve.Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20})
 	mustReserve(t, s, "n1", "10.0.0.1", "10.0.0.2", "10.0.0.3")
-	b := reserve.BucketOf("n1")
+	b := calicostore.BucketOf("n1")
 	head, _ := s.Objects.Object(calicostore.BucketName(b, 0))
-	head.Annotations[reserve.OverflowAnnotation] = "1,5" // 2 unlisted, 5 listed but gone
+	head.Annotations[calicostore.OverflowAnnotation] = "1,5" // 2 unlisted, 5 listed but gone
 	s.Objects.Put(head)
-	empty := reserve.NewBucketObject((b+1)%reserve.Buckets, 0).Object() // emptied, never deleted
+	empty := reservetest.Object(layout.NewBucketObject((b+1)%layout.Buckets, 0).Object()) // emptied, never deleted
 	s.Objects.Put(empty)
-	retired := reserve.Object{
-		Name: calicostore.BucketName((b+2)%reserve.Buckets, 0), Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
-		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"},
+	retired := reservetest.Object{
+		Name: calicostore.BucketName((b+2)%layout.Buckets, 0), Labels: map[string]string{calicostore.ManagedByLabel: calicostore.ManagedBy},
+		Annotations: map[string]string{calicostore.MetadataAnnotation: "retired"},
 	}
 	s.Objects.Put(retired)
 	if _, err := s.List(ctx); err != nil {
@@ -129,7 +130,7 @@ func TestTidyRepairsWhatWritersLeft(t *testing.T) {
 		t.Fatalf("tidy %+v %v", tidied, err)
 	}
 	head, _ = s.Objects.Object(calicostore.BucketName(b, 0))
-	if head.Annotations[reserve.OverflowAnnotation] != "1,2" || len(s.Objects.Names()) != 3 {
-		t.Fatalf("list %q, objects %v", head.Annotations[reserve.OverflowAnnotation], s.Objects.Names())
+	if head.Annotations[calicostore.OverflowAnnotation] != "1,2" || len(s.Objects.Names()) != 3 {
+		t.Fatalf("list %q, objects %v", head.Annotations[calicostore.OverflowAnnotation], s.Objects.Names())
 	}
 }

@@ -1,17 +1,29 @@
 package calicostore
 
-import (
-	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import "github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 
-	"github.com/capo-net/capo/pkg/reserve"
-	"github.com/capo-net/capo/pkg/reserve/internal/layout"
+// The names, labels and annotations of capo's IPReservation objects: the
+// store reads and writes them, and a reader of Calico (a test, the agent's
+// probe, capoctl, an operator's message) finds an object by them. They are
+// internal/layout's, which decodes an object's place from its name.
+
+// The labels and annotations of capo's objects.
+const (
+	// MetadataAnnotation holds the object's records, one per address.
+	MetadataAnnotation = layout.MetadataAnnotation
+	// OverflowAnnotation on a bucket's head lists its overflow objects.
+	OverflowAnnotation = layout.OverflowAnnotation
+	// LegacyNodeKey names the node of an object in the per-node layout:
+	// a label and an annotation.
+	LegacyNodeKey = layout.LegacyNodeKey
+	// ManagedByLabel set to ManagedBy marks capo's objects; others are
+	// never touched.
+	ManagedByLabel = layout.ManagedByLabel
+	ManagedBy      = layout.ManagedBy
 )
 
-// The names of capo's IPReservation objects: the store reads and writes
-// them, and a reader of Calico (a test, the agent's probe, capoctl) finds
-// an object by them. pkg/reserve decodes an object's place from its name
-// with the same rules (pkg/reserve/internal/layout).
+// BucketOf is the bucket holding a node's reservations.
+func BucketOf(node string) int { return layout.BucketOf(node) }
 
 // BucketName is the name of a bucket's head (i = 0) or of its i-th
 // overflow object.
@@ -24,13 +36,3 @@ func ParseBucketName(name string) (bucket, i int, ok bool) { return layout.Parse
 // LegacyName is the name of a node's i-th object in the per-node layout
 // capo wrote before buckets.
 func LegacyName(node string, i int) string { return layout.LegacyName(node, i) }
-
-// EmptyHead is a bucket's head object holding nothing, as the store
-// creates it: what the agent's probe writes where no head exists yet.
-func EmptyHead(bucket int) *apiv3.IPReservation {
-	o := reserve.NewBucketObject(bucket, 0).Object()
-	res := apiv3.NewIPReservation()
-	res.ObjectMeta = metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations}
-	res.Spec.ReservedCIDRs = o.CIDRs
-	return res
-}

@@ -41,7 +41,7 @@ func once(objs *reservetest.Objects, verb, name string, f func()) {
 // must survive in every interleaving.
 func TestReleaseNeverDeletesAConcurrentWrite(t *testing.T) {
 	small := reserve.Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20}
-	b := reserve.BucketOf("n1")
+	b := calicostore.BucketOf("n1")
 	overflow := calicostore.BucketName(b, 1)
 	for _, step := range []string{"update", "delete"} {
 		t.Run("agent writes before the controller's "+step, func(t *testing.T) {
@@ -71,10 +71,10 @@ func TestReleaseNeverDeletesAConcurrentWrite(t *testing.T) {
 // it) deletes it and writes a new one.
 func TestRetiredHeadIsReplaced(t *testing.T) {
 	s := reservetest.NewStore(reserve.DefaultLimits)
-	head := calicostore.BucketName(reserve.BucketOf("n1"), 0)
-	s.Objects.Put(reserve.Object{
-		Name: head, Labels: map[string]string{reserve.ManagedByLabel: reserve.ManagedBy},
-		Annotations: map[string]string{reserve.MetadataAnnotation: "retired"},
+	head := calicostore.BucketName(calicostore.BucketOf("n1"), 0)
+	s.Objects.Put(reservetest.Object{
+		Name: head, Labels: map[string]string{calicostore.ManagedByLabel: calicostore.ManagedBy},
+		Annotations: map[string]string{calicostore.MetadataAnnotation: "retired"},
 	})
 	mustReserve(t, s, "n1", "10.0.0.1")
 	if o, _ := s.Objects.Object(head); !slices.Equal(o.CIDRs, []string{"10.0.0.1/32"}) {
@@ -88,10 +88,10 @@ func TestUnreadableObjectIsSkippedNotFatal(t *testing.T) {
 	s := reservetest.NewStore(reserve.DefaultLimits)
 	mustReserve(t, s, "n1", "10.0.0.1")
 	mustReserve(t, s, "n2", "10.0.0.2")
-	b := reserve.BucketOf("n1")
+	b := calicostore.BucketOf("n1")
 	head := calicostore.BucketName(b, 0)
 	o, _ := s.Objects.Object(head)
-	o.Annotations[reserve.MetadataAnnotation] = "z2:garbage"
+	o.Annotations[calicostore.MetadataAnnotation] = "z2:garbage"
 	o.CIDRs = append(o.CIDRs, "10.9.9.9/32")
 	s.Objects.Put(o)
 
@@ -107,7 +107,7 @@ func TestUnreadableObjectIsSkippedNotFatal(t *testing.T) {
 		t.Fatalf("reserve beside an unreadable head: %+v", res)
 	}
 	after, _ := s.Objects.Object(head)
-	if after.Annotations[reserve.MetadataAnnotation] != "z2:garbage" || len(after.CIDRs) != 2 || after.Annotations[reserve.OverflowAnnotation] != "1" {
+	if after.Annotations[calicostore.MetadataAnnotation] != "z2:garbage" || len(after.CIDRs) != 2 || after.Annotations[calicostore.OverflowAnnotation] != "1" {
 		t.Fatalf("the unreadable head was rewritten: %+v", after)
 	}
 	if got := nodeIPs(t, s, "n1"); !slices.Equal(got, []string{"10.0.0.5"}) {
@@ -171,7 +171,7 @@ func TestUnlistingNeverStrandsAnObjectMadeAgain(t *testing.T) {
 	controller := reservetest.NewStore(small)
 	agent := controller.Clone(small)
 	mustReserve(t, agent, "n1", "10.0.0.1", "10.0.0.2") // 10.0.0.2 alone in overflow 1
-	head := calicostore.BucketName(reserve.BucketOf("n1"), 0)
+	head := calicostore.BucketName(calicostore.BucketOf("n1"), 0)
 	once(controller.Objects, "update", head, func() { mustReserve(t, agent, "n1", "10.0.0.9") })
 	if _, err := controller.Release(ctx, []reserve.Ref{{Node: "n1", IP: "10.0.0.2"}}); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestReleaseAfterAConflictKeepsANewerEntry(t *testing.T) {
 		}
 		renewed := old
 		renewed.Sandbox, renewed.ReservedAt = "bbbb", t0.Add(time.Minute)
-		once(controller.Objects, "update", calicostore.BucketName(reserve.BucketOf("n1"), 0), func() {
+		once(controller.Objects, "update", calicostore.BucketName(calicostore.BucketOf("n1"), 0), func() {
 			if _, err := agent.Reserve(ctx, "n1", []reserve.Entry{renewed}); err != nil {
 				t.Error(err)
 			}

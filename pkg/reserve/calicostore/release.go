@@ -8,6 +8,7 @@ import (
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
 // Release takes refs out of every object that holds them, as the last List
@@ -27,7 +28,7 @@ func (s *Store) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref,
 	var released []reserve.Ref
 	for _, res := range objs {
 		var got []reserve.Ref
-		l, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool {
+		l, err := s.edit(ctx, res.Name, res, func(c *layout.Contents) bool {
 			got = c.Release(set)
 			return s.retireIfEmpty(c) || len(got) > 0
 		})
@@ -45,17 +46,17 @@ func (s *Store) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref,
 
 // Stamp sets Seen on the refs' entries that have none.
 func (s *Store) Stamp(ctx context.Context, refs []reserve.Ref, seen time.Time) error {
-	return s.editHolding(ctx, refs, func(c *reserve.Contents, set reserve.RefSet) bool { return c.Stamp(set, seen) })
+	return s.editHolding(ctx, refs, func(c *layout.Contents, set reserve.RefSet) bool { return c.Stamp(set, seen) })
 }
 
 // Reown gives the StatefulSet entries refs name the owner UID uid.
 func (s *Store) Reown(ctx context.Context, refs []reserve.Ref, uid string) error {
-	return s.editHolding(ctx, refs, func(c *reserve.Contents, set reserve.RefSet) bool { return c.Reown(set, uid) })
+	return s.editHolding(ctx, refs, func(c *layout.Contents, set reserve.RefSet) bool { return c.Reown(set, uid) })
 }
 
 // editHolding applies change, a compare-and-swap per object, to every
 // object holding any of refs; change says whether it changed the object.
-func (s *Store) editHolding(ctx context.Context, refs []reserve.Ref, change func(*reserve.Contents, reserve.RefSet) bool) error {
+func (s *Store) editHolding(ctx context.Context, refs []reserve.Ref, change func(*layout.Contents, reserve.RefSet) bool) error {
 	set, err := reserve.NewRefSet(refs)
 	if err != nil {
 		return err
@@ -65,7 +66,7 @@ func (s *Store) editHolding(ctx context.Context, refs []reserve.Ref, change func
 		return err
 	}
 	for _, res := range objs {
-		if _, err := s.edit(ctx, res.Name, res, func(c *reserve.Contents) bool { return change(c, set) }); err != nil {
+		if _, err := s.edit(ctx, res.Name, res, func(c *layout.Contents) bool { return change(c, set) }); err != nil {
 			return err
 		}
 	}
@@ -99,7 +100,7 @@ func headLast(name string) int {
 
 // retireIfEmpty marks an object that holds nothing and lists nothing as
 // retired, and reports whether it did.
-func (s *Store) retireIfEmpty(c *reserve.Contents) bool {
+func (s *Store) retireIfEmpty(c *layout.Contents) bool {
 	if !c.Retirable() {
 		return false
 	}
@@ -124,7 +125,7 @@ func (s *Store) finish(ctx context.Context, l *loaded) error {
 // does the converse (creates, then looks at the list), so whichever comes
 // second sees the other: the object never stays unlisted.
 func (s *Store) unlist(ctx context.Context, n, i int) error {
-	head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *reserve.Contents) bool {
+	head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *layout.Contents) bool {
 		unlisted := !c.Retired && c.Unlist(i)
 		return s.retireIfEmpty(c) || unlisted
 	})
@@ -144,7 +145,7 @@ func (s *Store) unlist(ctx context.Context, n, i int) error {
 // says it changed, reading afresh after a conflict. from is the object as
 // last seen (nil: read it). It returns the object as written, or as read
 // when unchanged; nil if it does not exist.
-func (s *Store) edit(ctx context.Context, name string, from *apiv3.IPReservation, change func(*reserve.Contents) bool) (*loaded, error) {
+func (s *Store) edit(ctx context.Context, name string, from *apiv3.IPReservation, change func(*layout.Contents) bool) (*loaded, error) {
 	for attempt := 0; ; attempt++ {
 		var l *loaded
 		var err error

@@ -1,7 +1,10 @@
 // Package calicostore keeps capo's reservations in Calico IPReservation
 // objects through libcalico-go, so both datastores (Kubernetes CRDs and
-// etcdv3) work the same. The layout and the encoding are pkg/reserve's;
-// this package reads and writes.
+// etcdv3) work the same. How the reservations are laid out in the objects
+// and encoded is internal/layout's, which only this package reaches: it
+// reads and writes, and gives the rest of the module the objects' names
+// and keys (names.go) and, on Calico's own type, their encoding for a
+// probe or a test that writes objects (encode.go).
 //
 // Every write is a create or a compare-and-swap update. Deleting is where
 // the datastores differ: libcalico-go's Kubernetes backend ignores the
@@ -29,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
 // Objects is the part of libcalico-go's IPReservation client the store
@@ -78,11 +82,11 @@ func (s *Store) Writes() int64 { return s.writes.Load() }
 // loaded is an object as read, decoded.
 type loaded struct {
 	res *apiv3.IPReservation
-	c   *reserve.Contents
+	c   *layout.Contents
 }
 
 func decode(res *apiv3.IPReservation) *loaded {
-	return &loaded{res: res, c: reserve.Decode(reserve.Object{Name: res.Name, Labels: res.Labels, Annotations: res.Annotations, CIDRs: res.Spec.ReservedCIDRs})}
+	return &loaded{res: res, c: layout.Decode(layout.Object{Name: res.Name, Labels: res.Labels, Annotations: res.Annotations, CIDRs: res.Spec.ReservedCIDRs})}
 }
 
 // get reads one object; nil if it does not exist.
@@ -100,7 +104,7 @@ func (s *Store) get(ctx context.Context, name string) (*loaded, error) {
 }
 
 // put writes c: a create when prev is nil, else an update at prev's version.
-func (s *Store) put(ctx context.Context, c *reserve.Contents, prev *apiv3.IPReservation) (*loaded, error) {
+func (s *Store) put(ctx context.Context, c *layout.Contents, prev *apiv3.IPReservation) (*loaded, error) {
 	o := c.Object()
 	var res *apiv3.IPReservation
 	if prev == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -104,8 +105,8 @@ func TestObjectsAreBoundedByBuckets(t *testing.T) {
 		mustReserve(t, s, node, ip)
 		all = append(all, reserve.Ref{Node: node, IP: ip})
 	}
-	if n := len(s.Objects.Names()); n > reserve.Buckets {
-		t.Fatalf("%d objects for 300 nodes; want at most %d", n, reserve.Buckets)
+	if n := len(s.Objects.Names()); n > layout.Buckets {
+		t.Fatalf("%d objects for 300 nodes; want at most %d", n, layout.Buckets)
 	}
 	l, err := s.List(ctx)
 	if err != nil || len(l.Entries) != 300 {
@@ -124,13 +125,13 @@ func TestObjectsAreBoundedByBuckets(t *testing.T) {
 func TestOverflowObjectsComeAndGo(t *testing.T) {
 	s := reservetest.NewStore(reserve.Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20})
 	mustReserve(t, s, "n1", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5")
-	b := reserve.BucketOf("n1")
+	b := calicostore.BucketOf("n1")
 	want := []string{calicostore.BucketName(b, 0), calicostore.BucketName(b, 1), calicostore.BucketName(b, 2)}
 	if got := s.Objects.Names(); !slices.Equal(got, want) {
 		t.Fatalf("objects %v, want %v", got, want)
 	}
-	if h, _ := s.Objects.Object(want[0]); h.Annotations[reserve.OverflowAnnotation] != "1,2" {
-		t.Fatalf("head lists %q", h.Annotations[reserve.OverflowAnnotation])
+	if h, _ := s.Objects.Object(want[0]); h.Annotations[calicostore.OverflowAnnotation] != "1,2" {
+		t.Fatalf("head lists %q", h.Annotations[calicostore.OverflowAnnotation])
 	}
 	if _, err := s.Release(ctx, []reserve.Ref{{Node: "n1", IP: "10.0.0.5"}, {Node: "n1", IP: "10.0.0.1"}, {Node: "n1", IP: "10.0.0.2"}}); err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestOverflowObjectsComeAndGo(t *testing.T) {
 	if got := s.Objects.Names(); !slices.Equal(got, want[:2]) {
 		t.Fatalf("after releasing the last object's: %v", got)
 	}
-	if h, _ := s.Objects.Object(want[0]); h.Annotations[reserve.OverflowAnnotation] != "1" || len(h.CIDRs) != 0 {
+	if h, _ := s.Objects.Object(want[0]); h.Annotations[calicostore.OverflowAnnotation] != "1" || len(h.CIDRs) != 0 {
 		t.Fatalf("head %+v: empty, still listing 1", h)
 	}
 	mustReserve(t, s, "n1", "10.0.0.6") // the empty head is filled first
@@ -157,7 +158,7 @@ func TestOverflowObjectsComeAndGo(t *testing.T) {
 func TestListNodeReadsPastAGap(t *testing.T) {
 	s := reservetest.NewStore(reserve.Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20})
 	mustReserve(t, s, "n1", "10.0.0.1", "10.0.0.2", "10.0.0.3")
-	b := reserve.BucketOf("n1")
+	b := calicostore.BucketOf("n1")
 	if _, err := s.Objects.Delete(ctx, calicostore.BucketName(b, 1), deleteAny); err != nil {
 		t.Fatal(err)
 	}

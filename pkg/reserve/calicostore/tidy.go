@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
 )
 
 // maxMigrated bounds the per-node objects one Tidy moves, so that a
@@ -35,7 +36,7 @@ func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 			errs = append(errs, s.count(&t.Deleted, s.finish(ctx, l)))
 		case l.c.Legacy():
 			if migrating < maxMigrated {
-				n := reserve.BucketOf(l.c.Node)
+				n := layout.BucketOf(l.c.Node)
 				legacy[n] = append(legacy[n], l)
 				migrating++
 			}

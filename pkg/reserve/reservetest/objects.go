@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
 
@@ -170,9 +169,18 @@ func (f *Objects) namesLocked() []string {
 	return names
 }
 
+// Object is a stored object's name, labels, annotations and CIDRs: what a
+// test reads of it, or edits and puts back.
+type Object struct {
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
+	CIDRs       []string
+}
+
 // Put stores an object as given, as an operator's edit or an older capo
 // would have written it.
-func (f *Objects) Put(o reserve.Object) {
+func (f *Objects) Put(o Object) {
 	res := apiv3.NewIPReservation()
 	res.ObjectMeta = metav1.ObjectMeta{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations}
 	res.Spec.ReservedCIDRs = o.CIDRs
@@ -189,8 +197,8 @@ func (f *Objects) Put(o reserve.Object) {
 }
 
 // PutFiles stores objects saved as JSON files (name, labels, annotations,
-// reservedCIDRs), such as pkg/reserve/testdata's objects of the per-node
-// layout older capo wrote.
+// reservedCIDRs), such as the objects of the per-node layout older capo
+// wrote (pkg/reserve/calicostore/internal/layout/testdata).
 func (f *Objects) PutFiles(paths ...string) error {
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)
@@ -206,20 +214,20 @@ func (f *Objects) PutFiles(paths ...string) error {
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		f.Put(reserve.Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.ReservedCIDRs})
+		f.Put(Object{Name: o.Name, Labels: o.Labels, Annotations: o.Annotations, CIDRs: o.ReservedCIDRs})
 	}
 	return nil
 }
 
-// Object is a stored object as the model sees it; ok is false if absent.
-func (f *Objects) Object(name string) (reserve.Object, bool) {
+// Object is a stored object; ok is false if absent.
+func (f *Objects) Object(name string) (Object, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.objs[name]
 	if !ok {
-		return reserve.Object{}, false
+		return Object{}, false
 	}
-	return reserve.Object{Name: r.Name, Labels: r.Labels, Annotations: r.Annotations, CIDRs: slices.Clone(r.Spec.ReservedCIDRs)}, true
+	return Object{Name: r.Name, Labels: r.Labels, Annotations: r.Annotations, CIDRs: slices.Clone(r.Spec.ReservedCIDRs)}, true
 }
 
 // validate refuses what Calico's validator refuses and the store could get

@@ -48,7 +48,7 @@ func TestStoreWritesNativeV3Reservations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := cs.ProjectcalicoV3().IPReservations().List(ctx, metav1.ListOptions{LabelSelector: reserve.ManagedByLabel + "=" + reserve.ManagedBy})
+	raw, err := cs.ProjectcalicoV3().IPReservations().List(ctx, metav1.ListOptions{LabelSelector: calicostore.ManagedByLabel + "=" + calicostore.ManagedBy})
 	if err != nil || len(raw.Items) == 0 {
 		t.Fatalf("capo's objects by a real label selector: %v %v", raw, err)
 	}

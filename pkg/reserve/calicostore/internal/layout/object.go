@@ -1,4 +1,4 @@
-package reserve
+package layout
 
 import (
 	"errors"
@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capo-net/capo/pkg/reserve/internal/layout"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
-// Object is a capo IPReservation as the model sees it, without Calico's
-// types: calicostore converts.
+// Object is a capo IPReservation without Calico's types, so the encoding
+// is tested without them: calicostore converts.
 type Object struct {
 	Name        string
 	Labels      map[string]string
@@ -23,10 +23,10 @@ type Object struct {
 // Contents is one capo object, decoded.
 type Contents struct {
 	Name    string
-	Bucket  int              // the bucket; -1 for an object of the per-node layout
-	Index   int              // 0 for a head; n for a bucket's overflow object n
-	Node    string           // per-node objects: the node of every entry
-	Entries map[string]Entry // by address
+	Bucket  int                      // the bucket; -1 for an object of the per-node layout
+	Index   int                      // 0 for a head; n for a bucket's overflow object n
+	Node    string                   // per-node objects: the node of every entry
+	Entries map[string]reserve.Entry // by address
 	// Overflow lists a head's overflow objects, ascending.
 	Overflow []int
 	// Retired: the object is being deleted; nothing may be written to it.
@@ -47,31 +47,31 @@ func (c *Contents) Writable() bool { return c.Err == nil && !c.Retired }
 
 // NewBucketObject is an empty, not yet created object of a bucket.
 func NewBucketObject(bucket, i int) *Contents {
-	return &Contents{Name: layout.BucketName(bucket, i), Bucket: bucket, Index: i, Entries: map[string]Entry{}, size: len(textV2)}
+	return &Contents{Name: BucketName(bucket, i), Bucket: bucket, Index: i, Entries: map[string]reserve.Entry{}, size: len(textV2)}
 }
 
 // Decode reads an object. The CIDR list is what Calico enforces, so it
 // wins: an address without a record (added by hand) is kept without
 // metadata, a record without an address is dropped.
 func Decode(o Object) *Contents {
-	c := &Contents{Name: o.Name, Bucket: -1, Entries: map[string]Entry{}, raw: o}
-	if b, i, ok := layout.ParseBucketName(o.Name); ok {
+	c := &Contents{Name: o.Name, Bucket: -1, Entries: map[string]reserve.Entry{}, raw: o}
+	if b, i, ok := ParseBucketName(o.Name); ok {
 		c.Bucket, c.Index = b, i
 		if i == 0 {
 			c.Overflow = parseOverflow(o.Annotations[OverflowAnnotation])
 		}
 	} else if c.Node = o.Annotations[LegacyNodeKey]; c.Node == "" {
 		c.Err = fmt.Errorf("neither a bucket object nor annotated with its node (%s)", LegacyNodeKey)
-	} else if n, ok := strings.CutPrefix(o.Name, layout.LegacyName(c.Node, 0)+"-s"); ok {
+	} else if n, ok := strings.CutPrefix(o.Name, LegacyName(c.Node, 0)+"-s"); ok {
 		c.Index, _ = strconv.Atoi(n)
 	}
 	for _, cidr := range o.CIDRs {
-		addr, err := NormalizeAddr(cidr)
+		addr, err := reserve.NormalizeAddr(cidr)
 		if err != nil {
 			c.Err = errors.Join(c.Err, err)
 			continue
 		}
-		c.Entries[addr] = Entry{IP: addr, Node: c.Node}
+		c.Entries[addr] = reserve.Entry{IP: addr, Node: c.Node}
 	}
 	records, retired, err := parseRecords(o.Annotations[MetadataAnnotation])
 	c.Retired, c.Err = retired, errors.Join(c.Err, err)
@@ -82,9 +82,9 @@ func Decode(o Object) *Contents {
 }
 
 // attach gives the object's addresses their records.
-func (c *Contents) attach(records []Entry) {
+func (c *Contents) attach(records []reserve.Entry) {
 	for _, r := range records {
-		addr, err := NormalizeAddr(r.IP)
+		addr, err := reserve.NormalizeAddr(r.IP)
 		if _, held := c.Entries[addr]; err != nil || !held {
 			continue
 		}
@@ -101,11 +101,11 @@ func (c *Contents) attach(records []Entry) {
 }
 
 // fits reports whether e can join the object within the limits.
-func (c *Contents) fits(e Entry, l Limits) bool {
+func (c *Contents) fits(e reserve.Entry, l reserve.Limits) bool {
 	return len(c.Entries) < l.MaxIPs && c.size+len(recordSep)+len(record(e)) <= l.MaxAnnotationBytes
 }
 
-func (c *Contents) add(e Entry) {
+func (c *Contents) add(e reserve.Entry) {
 	if old, ok := c.Entries[e.IP]; ok {
 		c.size -= len(recordSep) + len(record(old))
 	}
@@ -149,7 +149,7 @@ func (c *Contents) Object() Object {
 	default:
 		entries := c.sorted()
 		for _, e := range entries {
-			o.CIDRs = append(o.CIDRs, CIDR(e.IP))
+			o.CIDRs = append(o.CIDRs, reserve.CIDR(e.IP))
 		}
 		o.Annotations[MetadataAnnotation] = encodeRecords(entries)
 		if c.Legacy() {
@@ -161,9 +161,9 @@ func (c *Contents) Object() Object {
 	return o
 }
 
-func (c *Contents) sorted() []Entry {
+func (c *Contents) sorted() []reserve.Entry {
 	out := slices.Collect(maps.Values(c.Entries))
-	slices.SortFunc(out, func(a, b Entry) int { return CompareAddr(a.IP, b.IP) })
+	slices.SortFunc(out, func(a, b reserve.Entry) int { return reserve.CompareAddr(a.IP, b.IP) })
 	return out
 }
 
@@ -172,7 +172,7 @@ func (c *Contents) sorted() []Entry {
 func parseOverflow(s string) []int {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		if i, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && i >= 1 && i <= maxOverflow && !slices.Contains(out, i) {
+		if i, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && i >= 1 && i <= MaxOverflow && !slices.Contains(out, i) {
 			out = append(out, i)
 		}
 	}

@@ -1,16 +1,18 @@
-package reserve
+package layout
 
 import (
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
-func entries(ips ...string) []Entry {
-	var out []Entry
+func entries(ips ...string) []reserve.Entry {
+	var out []reserve.Entry
 	for _, ip := range ips {
-		out = append(out, Entry{IP: ip, Namespace: "ns", Pod: "p-" + ip, Reason: ReasonCNIDel, ReservedAt: time.Unix(1000, 0)})
+		out = append(out, reserve.Entry{IP: ip, Namespace: "ns", Pod: "p-" + ip, Reason: reserve.ReasonCNIDel, ReservedAt: time.Unix(1000, 0)})
 	}
 	return out
 }
@@ -51,13 +53,13 @@ func writesOf(p *Placement) []string {
 }
 
 func TestPlace(t *testing.T) {
-	l := Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20}
+	l := reserve.Limits{MaxIPs: 2, MaxAnnotationBytes: 1 << 20}
 	unreadable := object(0, "10.0.0.7")
 	unreadable.Err = fmt.Errorf("bad")
 	cases := []struct {
 		name     string
 		b        Bucket
-		in       []Entry
+		in       []reserve.Entry
 		want     []string
 		wantHeld []string
 	}{
@@ -139,11 +141,11 @@ func TestPlace(t *testing.T) {
 // Seen is kept if the older has none.
 func TestPlaceRefreshKeepsTheFirstTimestamp(t *testing.T) {
 	h := head(nil)
-	newer := Entry{IP: "10.0.0.1", Node: "n1", Pod: "new", ReservedAt: time.Unix(500, 0), Seen: time.Unix(600, 0)}
+	newer := reserve.Entry{IP: "10.0.0.1", Node: "n1", Pod: "new", ReservedAt: time.Unix(500, 0), Seen: time.Unix(600, 0)}
 	h.add(newer)
 	b := Bucket{Head: h}
-	older := Entry{IP: "10.0.0.1", Pod: "old", ReservedAt: time.Unix(100, 0)}
-	p, err := b.Place("n1", []Entry{older}, DefaultLimits, true)
+	older := reserve.Entry{IP: "10.0.0.1", Pod: "old", ReservedAt: time.Unix(100, 0)}
+	p, err := b.Place("n1", []reserve.Entry{older}, reserve.DefaultLimits, true)
 	if err != nil || len(p.Writes) != 1 {
 		t.Fatalf("%+v %v", p, err)
 	}
@@ -151,23 +153,23 @@ func TestPlaceRefreshKeepsTheFirstTimestamp(t *testing.T) {
 	if got.Pod != "old" || got.ReservedAt.Unix() != 100 || got.Seen.Unix() != 600 {
 		t.Fatalf("merged %+v", got)
 	}
-	if p, _ := b.Place("n1", []Entry{older}, DefaultLimits, true); len(p.Writes) != 0 {
+	if p, _ := b.Place("n1", []reserve.Entry{older}, reserve.DefaultLimits, true); len(p.Writes) != 0 {
 		t.Fatal("refreshing what is already merged must not write")
 	}
 }
 
 func TestPlaceRejectsBadAddresses(t *testing.T) {
 	b := Bucket{}
-	if _, err := b.Place("n1", entries("10.0.0.1", "not-an-ip"), DefaultLimits, false); err == nil {
+	if _, err := b.Place("n1", entries("10.0.0.1", "not-an-ip"), reserve.DefaultLimits, false); err == nil {
 		t.Fatal("want an error")
 	}
 }
 
 func TestPlaceBoundsOverflow(t *testing.T) {
 	b := Bucket{Head: head(nil, "10.0.0.1")}
-	l := Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20}
+	l := reserve.Limits{MaxIPs: 1, MaxAnnotationBytes: 1 << 20}
 	var many []string
-	for i := range maxOverflow + 1 {
+	for i := range MaxOverflow + 1 {
 		many = append(many, fmt.Sprintf("10.1.%d.%d", i/250, i%250))
 	}
 	if _, err := b.Place("n1", entries(many...), l, false); err == nil {

@@ -1,10 +1,10 @@
-package reserve
+package layout
 
 import (
 	"fmt"
 	"slices"
 
-	"github.com/capo-net/capo/pkg/reserve/internal/layout"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // Bucket is one bucket as read: its head (nil if it does not exist) and
@@ -46,10 +46,10 @@ type Placement struct {
 // the head. With refresh (the migration), an entry already held takes the
 // older metadata and first timestamp of the two. A later teardown of the
 // same pod from another sandbox replaces the entry held (see renews).
-func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*Placement, error) {
+func (b *Bucket) Place(node string, entries []reserve.Entry, l reserve.Limits, refresh bool) (*Placement, error) {
 	pl := &placer{b: b, l: l, refresh: refresh, p: &Placement{}, dirty: map[*Contents]bool{}, created: map[*Contents]bool{}, adds: map[*Contents][]string{}}
 	for _, e := range entries {
-		addr, err := NormalizeAddr(e.IP)
+		addr, err := reserve.NormalizeAddr(e.IP)
 		if err != nil {
 			return nil, fmt.Errorf("reserving for node %s: %w", node, err)
 		}
@@ -70,7 +70,7 @@ func (b *Bucket) Place(node string, entries []Entry, l Limits, refresh bool) (*P
 // placer is one Place in progress: what it changed so far.
 type placer struct {
 	b       *Bucket
-	l       Limits
+	l       reserve.Limits
 	refresh bool
 	p       *Placement
 	dirty   map[*Contents]bool
@@ -78,14 +78,14 @@ type placer struct {
 	adds    map[*Contents][]string
 }
 
-func (pl *placer) place(e Entry) error {
+func (pl *placer) place(e reserve.Entry) error {
 	if holder := pl.b.holder(e.IP); holder != nil {
 		held := holder.Entries[e.IP]
 		switch m := merge(held, e); {
 		case holder.Writable() && renews(held, e):
 			holder.add(e)
 			pl.dirty[holder] = true
-		case pl.refresh && holder.Writable() && !m.same(held):
+		case pl.refresh && holder.Writable() && !same(m, held):
 			holder.add(m)
 			pl.dirty[holder] = true
 		}
@@ -97,7 +97,7 @@ func (pl *placer) place(e Entry) error {
 	target := pl.b.roomFor(e, pl.l)
 	if target == nil {
 		if target = pl.b.grow(); target == nil {
-			return fmt.Errorf("bucket %s has %d overflow objects, all full: release reservations or raise the limits", layout.BucketName(pl.b.N, 0), maxOverflow)
+			return fmt.Errorf("bucket %s has %d overflow objects, all full: release reservations or raise the limits", BucketName(pl.b.N, 0), MaxOverflow)
 		}
 		pl.created[target] = true
 		if target.Index > 0 && pl.b.Head.Relist(target.Index) {
@@ -122,7 +122,7 @@ func (b *Bucket) holder(addr string) *Contents {
 	return nil
 }
 
-func (b *Bucket) roomFor(e Entry, l Limits) *Contents {
+func (b *Bucket) roomFor(e reserve.Entry, l reserve.Limits) *Contents {
 	for _, c := range b.objects() {
 		if c.Writable() && c.fits(e, l) {
 			return c
@@ -153,7 +153,7 @@ func (b *Bucket) grow() *Contents {
 			i++
 		}
 	}
-	if i > maxOverflow {
+	if i > MaxOverflow {
 		return nil
 	}
 	c := NewBucketObject(b.N, i)

@@ -1,4 +1,4 @@
-package reserve
+package layout
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // Every IPReservation capo reads may have been written by anyone with RBAC
@@ -23,8 +25,8 @@ func FuzzParseRecords(f *testing.F) {
 	f.Add("v2;10.0.0.9|node-a|kafka|broker-1|u1|cni-del|1763000000|+4|StatefulSet|broker|o1;10.1.0.0/24||||||||||")
 	f.Add("v3;fd00::1|node-a|redis|r-0|u2|cni-del|1763000000|1763000009||||0123456789abcdef")
 	f.Add("v2;10.0.0.10|node-b||||node-lost|1763000000|+-120|||")
-	f.Add(encodeRecords([]Entry{{IP: "10.0.0.9", Node: "n", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0), Seen: time.Unix(1_763_000_004, 0), Sandbox: "abc"}}))
-	f.Add(encodeV1([]Entry{{IP: "10.0.0.9", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0)}}))
+	f.Add(encodeRecords([]reserve.Entry{{IP: "10.0.0.9", Node: "n", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0), Seen: time.Unix(1_763_000_004, 0), Sandbox: "abc"}}))
+	f.Add(encodeV1([]reserve.Entry{{IP: "10.0.0.9", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0)}}))
 	f.Add(packedV2 + "not base64!")
 	f.Add(packedV2 + pack("v9;x"))
 	f.Fuzz(func(t *testing.T, ann string) {
@@ -50,11 +52,11 @@ func FuzzParseRecords(f *testing.F) {
 // sockets, CNI_ARGS and API objects) is read back as written, and never
 // makes the object holding it unreadable.
 func FuzzEntryRoundTrip(f *testing.F) {
-	f.Add("10.0.0.9", "node-a", "kafka", "broker-1", "u1", ReasonCNIDel, int64(1_763_000_000), int64(4), "StatefulSet", "broker", "o1", "0123456789abcdef")
-	f.Add("fd00::1", "", "", "", "", ReasonNodeLost, int64(0), int64(0), "", "", "", "")
-	f.Add("10.0.0.9", "n", "ns", "a|b", "u", ReasonCNIDel, int64(1), int64(-1), "", "", "", "c;d")
+	f.Add("10.0.0.9", "node-a", "kafka", "broker-1", "u1", reserve.ReasonCNIDel, int64(1_763_000_000), int64(4), "StatefulSet", "broker", "o1", "0123456789abcdef")
+	f.Add("fd00::1", "", "", "", "", reserve.ReasonNodeLost, int64(0), int64(0), "", "", "", "")
+	f.Add("10.0.0.9", "n", "ns", "a|b", "u", reserve.ReasonCNIDel, int64(1), int64(-1), "", "", "", "c;d")
 	f.Fuzz(func(t *testing.T, ip, node, ns, pod, uid, reason string, at, seen int64, kind, owner, ownerUID, sandbox string) {
-		e := Entry{
+		e := reserve.Entry{
 			IP: ip, Node: node, Namespace: ns, Pod: pod, PodUID: uid, Reason: reason,
 			OwnerKind: kind, OwnerName: owner, OwnerUID: ownerUID, Sandbox: sandbox,
 		}
@@ -64,18 +66,18 @@ func FuzzEntryRoundTrip(f *testing.F) {
 		if seen != 0 {
 			e.Seen = time.Unix(seen, 0).UTC()
 		}
-		other := Entry{IP: "10.9.9.9", Node: "node-z", Pod: "other", ReservedAt: time.Unix(1_763_000_000, 0).UTC()}
-		got, retired, err := parseRecords(encodeRecords([]Entry{e, other}))
+		other := reserve.Entry{IP: "10.9.9.9", Node: "node-z", Pod: "other", ReservedAt: time.Unix(1_763_000_000, 0).UTC()}
+		got, retired, err := parseRecords(encodeRecords([]reserve.Entry{e, other}))
 		if err != nil || retired || len(got) != 2 {
 			t.Fatalf("%+v does not read back: %d entries, %v", e, len(got), err)
 		}
-		if !got[1].same(other) {
+		if !same(got[1], other) {
 			t.Fatalf("a neighbour changed: %+v", got[1])
 		}
 		if !separatorFree(e) {
 			return // kept readable; the field itself cannot be kept as it was
 		}
-		sameEntries(t, []Entry{e}, got[:1])
+		sameEntries(t, []reserve.Entry{e}, got[:1])
 	})
 }
 
@@ -83,10 +85,10 @@ func FuzzEntryRoundTrip(f *testing.F) {
 // readable renders to an object that decodes to the same contents, and
 // rendering is stable.
 func FuzzDecodeObject(f *testing.F) {
-	packed := encodeRecords([]Entry{{IP: "10.0.0.9", Node: "node-a", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0)}})
+	packed := encodeRecords([]reserve.Entry{{IP: "10.0.0.9", Node: "node-a", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0)}})
 	f.Add("capo.bucket-03", packed, "1,4", "", "10.0.0.9/32,10.1.0.0/24")
 	f.Add("capo.bucket-15.7", "", "", "", "fd00::1/128")
-	f.Add("capo-node-a", encodeV1([]Entry{{IP: "10.0.0.9", Pod: "p"}}), "", "node-a", "10.0.0.9/32")
+	f.Add("capo-node-a", encodeV1([]reserve.Entry{{IP: "10.0.0.9", Pod: "p"}}), "", "node-a", "10.0.0.9/32")
 	f.Add("capo-node-a-s2", "v1;10.0.0.9|ns|p|u|cni-del|1|||", "", "node-a", "::ffff:10.0.0.9/128")
 	f.Add("capo.bucket-03", retiredMark, "2", "", "")
 	f.Add("capo.bucket-99", "v2", "x,-1,1001", "", "not-an-ip")
@@ -123,7 +125,7 @@ func FuzzDecodeObject(f *testing.F) {
 			t.Fatalf("decoded %+v, rendered and decoded again %+v", c, back)
 		}
 		for addr, e := range c.Entries {
-			if got, ok := back.Entries[addr]; !ok || !got.same(e) {
+			if got, ok := back.Entries[addr]; !ok || !same(got, e) {
 				t.Fatalf("%s: %+v became %+v", addr, e, got)
 			}
 		}
@@ -155,21 +157,21 @@ func FuzzPack(f *testing.F) {
 	})
 }
 
-func fieldsOf(e Entry) []string {
+func fieldsOf(e reserve.Entry) []string {
 	return []string{e.IP, e.Node, e.Namespace, e.Pod, e.PodUID, e.Reason, e.OwnerKind, e.OwnerName, e.OwnerUID, e.Sandbox}
 }
 
-func separatorFree(e Entry) bool {
+func separatorFree(e reserve.Entry) bool {
 	return !strings.ContainsAny(strings.Join(fieldsOf(e), ""), fieldSep+recordSep)
 }
 
-func sameEntries(t *testing.T, want, got []Entry) {
+func sameEntries(t *testing.T, want, got []reserve.Entry) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d entries, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if !got[i].same(want[i]) {
+		if !same(got[i], want[i]) {
 			t.Fatalf("entry %d: got %+v, want %+v", i, got[i], want[i])
 		}
 	}

@@ -1,8 +1,7 @@
-// Package layout names capo's reservation objects: a bucket's head and its
-// overflow objects, and the per-node objects capo wrote before buckets.
-// pkg/reserve decodes and grows objects by these names; calicostore reads
-// and writes them, and is where the rest of the module takes them from.
 package layout
+
+// The names of capo's objects: a bucket's head and its overflow objects,
+// and the per-node objects capo wrote before buckets.
 
 import (
 	"crypto/sha256"
@@ -12,7 +11,9 @@ import (
 	"strings"
 )
 
-// Buckets is how many buckets the nodes hash into (reserve.Buckets).
+// Buckets is how many buckets the nodes hash into: the number of objects
+// Calico reads on every ADD while each holds fewer than Limits.MaxIPs.
+// Changing it moves nodes to other buckets; keep it fixed.
 const Buckets = 16
 
 // MaxOverflow bounds a bucket's overflow objects, so a corrupt overflow

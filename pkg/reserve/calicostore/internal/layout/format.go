@@ -1,10 +1,12 @@
-package reserve
+package layout
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // The annotation MetadataAnnotation holds one record per address. Fields
@@ -43,14 +45,14 @@ var separators = strings.NewReplacer(fieldSep, "_", recordSep, "_")
 // record is an entry in v2 text, or v3 with its sandbox. Zero times are
 // empty fields; Seen is seconds after ReservedAt when both are set (a few
 // digits, not ten).
-func record(e Entry) string {
+func record(e reserve.Entry) string {
 	if e.Sandbox != "" {
 		return recordV2(e) + fieldSep + separators.Replace(e.Sandbox)
 	}
 	return recordV2(e)
 }
 
-func recordV2(e Entry) string {
+func recordV2(e reserve.Entry) string {
 	seen := unixText(e.Seen)
 	if !e.Seen.IsZero() && !e.ReservedAt.IsZero() {
 		seen = "+" + strconv.FormatInt(e.Seen.Unix()-e.ReservedAt.Unix(), 10)
@@ -88,11 +90,11 @@ func parseUnix(s string) (time.Time, error) {
 
 // parseRecord reads one record of either version; v1 records belong to
 // the object's node and have never been seen by a controller.
-func parseRecord(version, s string) (Entry, error) {
+func parseRecord(version, s string) (reserve.Entry, error) {
 	f := strings.Split(s, fieldSep)
 	if version == textV1 {
 		if len(f) != fieldsV1 {
-			return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV1)
+			return reserve.Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV1)
 		}
 		// ip ns pod poduid reason reservedAt kind name uid -> the v2 order
 		f = []string{f[0], "", f[1], f[2], f[3], f[4], f[5], "", f[6], f[7], f[8]}
@@ -100,29 +102,29 @@ func parseRecord(version, s string) (Entry, error) {
 	var sandbox string
 	if version == textV3 {
 		if len(f) != fieldsV3 {
-			return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV3)
+			return reserve.Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV3)
 		}
 		sandbox, f = f[fieldsV3-1], f[:fieldsV2]
 	}
 	if len(f) != fieldsV2 {
-		return Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV2)
+		return reserve.Entry{}, fmt.Errorf("record %q has %d fields, want %d", s, len(f), fieldsV2)
 	}
 	at, err := parseUnix(f[6])
 	if err != nil {
-		return Entry{}, fmt.Errorf("record %q: %w", s, err)
+		return reserve.Entry{}, fmt.Errorf("record %q: %w", s, err)
 	}
 	seen, err := parseUnix(strings.TrimPrefix(f[7], "+"))
 	if err != nil {
-		return Entry{}, fmt.Errorf("record %q: %w", s, err)
+		return reserve.Entry{}, fmt.Errorf("record %q: %w", s, err)
 	}
 	if rel, ok := strings.CutPrefix(f[7], "+"); ok {
 		if at.IsZero() || rel == "" {
-			return Entry{}, fmt.Errorf("record %q: Seen relative to no time", s)
+			return reserve.Entry{}, fmt.Errorf("record %q: Seen relative to no time", s)
 		}
 		// In whole seconds: a Duration overflows past 292 years.
 		seen = time.Unix(at.Unix()+seen.Unix(), 0).UTC()
 	}
-	return Entry{
+	return reserve.Entry{
 		IP: f[0], Node: f[1], Namespace: f[2], Pod: f[3], PodUID: f[4], Reason: f[5],
 		ReservedAt: at, Seen: seen, OwnerKind: f[8], OwnerName: f[9], OwnerUID: f[10], Sandbox: sandbox,
 	}, nil
@@ -131,7 +133,7 @@ func parseRecord(version, s string) (Entry, error) {
 // encodeRecords renders entries, in the order given, as a packed v2
 // annotation, or v3 when one has a sandbox: every record then has its
 // sandbox field, empty where unknown.
-func encodeRecords(entries []Entry) string {
+func encodeRecords(entries []reserve.Entry) string {
 	version := textV2
 	for _, e := range entries {
 		if e.Sandbox != "" {
@@ -152,7 +154,7 @@ func encodeRecords(entries []Entry) string {
 
 // encodeV1 renders entries in the per-node layout's format, which agents
 // of that layout read: times always as numbers, no node, no Seen.
-func encodeV1(entries []Entry) string {
+func encodeV1(entries []reserve.Entry) string {
 	parts := make([]string, 0, len(entries)+1)
 	parts = append(parts, textV1)
 	for _, e := range entries {
@@ -166,7 +168,7 @@ func encodeV1(entries []Entry) string {
 
 // parseRecords reads an annotation of any format. retired: the object is
 // being deleted and holds nothing.
-func parseRecords(ann string) (entries []Entry, retired bool, err error) {
+func parseRecords(ann string) (entries []reserve.Entry, retired bool, err error) {
 	switch {
 	case ann == "":
 		return nil, false, nil

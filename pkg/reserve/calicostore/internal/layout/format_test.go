@@ -1,4 +1,4 @@
-package reserve
+package layout
 
 import (
 	"encoding/base64"
@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capo-net/capo/pkg/reserve/internal/layout"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 var at = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // bucketWith is bucket 3's head holding es.
-func bucketWith(es ...Entry) *Contents {
+func bucketWith(es ...reserve.Entry) *Contents {
 	c := NewBucketObject(3, 0)
 	for _, e := range es {
 		c.add(e)
@@ -25,17 +25,17 @@ func bucketWith(es ...Entry) *Contents {
 }
 
 func TestObjectRoundTrip(t *testing.T) {
-	in := []Entry{
-		{IP: "10.0.0.9", Node: "node-a", Namespace: "kafka", Pod: "broker-1", PodUID: "u1", Reason: ReasonCNIDel, ReservedAt: at, Seen: at.Add(time.Second), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "o1"},
-		{IP: "10.0.0.10", Node: "node-b", Reason: ReasonNodeLost, ReservedAt: at, Seen: at.Add(-2 * time.Minute)}, // the agent's clock ahead
-		{IP: "fd00::1", Node: "node-a", Namespace: "redis", Pod: "r-0", Reason: ReasonCNIDel, ReservedAt: at},
+	in := []reserve.Entry{
+		{IP: "10.0.0.9", Node: "node-a", Namespace: "kafka", Pod: "broker-1", PodUID: "u1", Reason: reserve.ReasonCNIDel, ReservedAt: at, Seen: at.Add(time.Second), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "o1"},
+		{IP: "10.0.0.10", Node: "node-b", Reason: reserve.ReasonNodeLost, ReservedAt: at, Seen: at.Add(-2 * time.Minute)}, // the agent's clock ahead
+		{IP: "fd00::1", Node: "node-a", Namespace: "redis", Pod: "r-0", Reason: reserve.ReasonCNIDel, ReservedAt: at},
 		{IP: "10.1.0.0/24"}, // added by hand: no node, no metadata
 	}
 	c := bucketWith(in...)
 	c.Overflow = []int{1, 4}
 	o := c.Object()
 	if got := strings.Join(o.CIDRs, ","); got != "10.0.0.9/32,10.0.0.10/32,10.1.0.0/24,fd00::1/128" {
-		t.Fatalf("cidrs %s (want numeric order, v4 first, the hand-added CIDR as it was)", got)
+		t.Fatalf("cidrs %s (want numeric order, v4 first, the hand-added reserve.CIDR as it was)", got)
 	}
 	if ann := o.Annotations[MetadataAnnotation]; strings.ContainsAny(ann, `"\`) || !strings.HasPrefix(ann, packedV2) {
 		t.Fatalf("annotation not packed, or would need JSON escaping: %s", ann)
@@ -48,7 +48,7 @@ func TestObjectRoundTrip(t *testing.T) {
 		t.Fatalf("decoded %+v", back)
 	}
 	for _, want := range in {
-		if got := back.Entries[want.IP]; !got.same(want) {
+		if got := back.Entries[want.IP]; !same(got, want) {
 			t.Errorf("%s: got %+v want %+v", want.IP, got, want)
 		}
 	}
@@ -88,20 +88,20 @@ func TestDecodeReadsThePerNodeLayout(t *testing.T) {
 		t.Fatalf("indices %d %d, entries %d %d", packed.Index, text.Index, len(packed.Entries), len(text.Entries))
 	}
 	e := packed.Entries["fd00:77::5"]
-	want := Entry{
+	want := reserve.Entry{
 		IP: "fd00:77::5", Node: "worker-legacy", Namespace: "kafka", Pod: "broker-0", PodUID: "0b6f3c1e-1111-4c1e-9d3b-000000000001",
-		Reason: ReasonCNIDel, ReservedAt: time.Date(2025, 11, 20, 9, 30, 0, 0, time.UTC), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d",
+		Reason: reserve.ReasonCNIDel, ReservedAt: time.Date(2025, 11, 20, 9, 30, 0, 0, time.UTC), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d",
 	}
-	if !e.same(want) {
+	if !same(e, want) {
 		t.Fatalf("got %+v\nwant %+v", e, want)
 	}
 	// Rewritten (a release), it keeps the format its agents read.
-	packed.Release(RefSet{{Node: "worker-legacy", IP: "10.77.0.9"}: true})
+	packed.Release(reserve.RefSet{{Node: "worker-legacy", IP: "10.77.0.9"}: true})
 	o := packed.Object()
 	if !strings.HasPrefix(o.Annotations[MetadataAnnotation], packedV1) || o.Annotations[LegacyNodeKey] != "worker-legacy" || len(o.CIDRs) != 2 {
 		t.Fatalf("rewritten per-node object: %+v", o)
 	}
-	if again := Decode(o); !again.Entries["fd00:77::5"].same(want) {
+	if again := Decode(o); !same(again.Entries["fd00:77::5"], want) {
 		t.Fatalf("after a rewrite: %+v", again.Entries)
 	}
 }
@@ -109,7 +109,7 @@ func TestDecodeReadsThePerNodeLayout(t *testing.T) {
 func TestDecodeCIDRsWinAndCompareAsValues(t *testing.T) {
 	ann := "v2;10.0.0.1|n1|ns|p|u|cni-del|100||||;10.0.0.2|n1|ns|q|u|cni-del|100||||;FD00::1|n1|ns|r|u|cni-del|100||||"
 	c := Decode(Object{
-		Name: layout.BucketName(1, 0), Annotations: map[string]string{MetadataAnnotation: ann},
+		Name: BucketName(1, 0), Annotations: map[string]string{MetadataAnnotation: ann},
 		CIDRs: []string{"10.0.0.1/32", "10.0.0.3", "fd00:0::1/128", "10.1.0.0/24"},
 	})
 	if c.Err != nil || len(c.Entries) != 4 {
@@ -119,7 +119,7 @@ func TestDecodeCIDRsWinAndCompareAsValues(t *testing.T) {
 		t.Fatalf("got %+v", c.Entries)
 	}
 	if _, ok := c.Entries["10.0.0.2"]; ok {
-		t.Fatal("metadata without a CIDR must be dropped")
+		t.Fatal("metadata without a reserve.CIDR must be dropped")
 	}
 	if cidrs := strings.Join(c.Object().CIDRs, ","); cidrs != "10.0.0.1/32,10.0.0.3/32,10.1.0.0/24,fd00::1/128" {
 		t.Fatalf("written back as %s", cidrs)
@@ -131,13 +131,13 @@ func TestUnreadableObjectsAreNeverRewritten(t *testing.T) {
 		"v3;x", "v1;10.0.0.1|n", "v2;10.0.0.1|n|ns|p|u|r|notanumber||||", "v2;10.0.0.1|n|ns|p|u|r||+5|||", "z1:!!!",
 		"z2:" + base64.StdEncoding.EncodeToString([]byte("not deflate")),
 	} {
-		o := Object{Name: layout.BucketName(2, 0), Annotations: map[string]string{MetadataAnnotation: bad, "other": "x"}, CIDRs: []string{"10.0.0.1/32", "FD00::1/128"}}
+		o := Object{Name: BucketName(2, 0), Annotations: map[string]string{MetadataAnnotation: bad, "other": "x"}, CIDRs: []string{"10.0.0.1/32", "FD00::1/128"}}
 		c := Decode(o)
 		if c.Err == nil || c.Writable() {
 			t.Errorf("%q: want an unreadable object", bad)
 			continue
 		}
-		if len(c.Entries) != 2 || c.Release(RefSet{{IP: "10.0.0.1"}: true}) != nil {
+		if len(c.Entries) != 2 || c.Release(reserve.RefSet{{IP: "10.0.0.1"}: true}) != nil {
 			t.Errorf("%q: its addresses count as held and stay: %+v", bad, c.Entries)
 		}
 		c.Relist(2)
@@ -170,9 +170,9 @@ func TestRetiredObjectHoldsNothing(t *testing.T) {
 }
 
 func TestFitsHonoursBothLimits(t *testing.T) {
-	e := Entry{IP: "10.0.0.1", Node: "n", Namespace: strings.Repeat("n", 63), Pod: strings.Repeat("p", 253), ReservedAt: time.Unix(1, 0)}
+	e := reserve.Entry{IP: "10.0.0.1", Node: "n", Namespace: strings.Repeat("n", 63), Pod: strings.Repeat("p", 253), ReservedAt: time.Unix(1, 0)}
 	c := bucketWith()
-	l := Limits{MaxIPs: 3, MaxAnnotationBytes: 1 << 20}
+	l := reserve.Limits{MaxIPs: 3, MaxAnnotationBytes: 1 << 20}
 	for i := range 3 {
 		if !c.fits(e, l) {
 			t.Fatalf("entry %d should fit", i)
@@ -183,14 +183,14 @@ func TestFitsHonoursBothLimits(t *testing.T) {
 	if c.fits(e, l) {
 		t.Fatal("count limit ignored")
 	}
-	l = Limits{MaxIPs: 1000, MaxAnnotationBytes: c.size + 10}
+	l = reserve.Limits{MaxIPs: 1000, MaxAnnotationBytes: c.size + 10}
 	if c.fits(e, l) {
 		t.Fatal("byte limit ignored")
 	}
 	// Worst-case entries spill into more objects, but not absurdly many.
 	e.Node, e.OwnerName = strings.Repeat("x", 253), strings.Repeat("o", 253)
-	if worst := len(record(e)) + 1; DefaultLimits.MaxAnnotationBytes/worst < 150 {
-		t.Fatalf("default budget holds only %d worst-case entries", DefaultLimits.MaxAnnotationBytes/worst)
+	if worst := len(record(e)) + 1; reserve.DefaultLimits.MaxAnnotationBytes/worst < 150 {
+		t.Fatalf("default budget holds only %d worst-case entries", reserve.DefaultLimits.MaxAnnotationBytes/worst)
 	}
 }
 
@@ -200,9 +200,9 @@ func TestPackedAnnotation(t *testing.T) {
 	c := bucketWith()
 	var text []string
 	for i := range 1000 {
-		e := Entry{
+		e := reserve.Entry{
 			IP: "10.1." + strconv.Itoa(i/250) + "." + strconv.Itoa(i%250), Node: fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", i%60, i%7), Namespace: "kafka-prod",
-			Pod: "broker-" + strconv.Itoa(i), PodUID: fmt.Sprintf("%08x-6a51-4c1e-9d3b-%012x", i*7919, i*104729), Reason: ReasonCNIDel,
+			Pod: "broker-" + strconv.Itoa(i), PodUID: fmt.Sprintf("%08x-6a51-4c1e-9d3b-%012x", i*7919, i*104729), Reason: reserve.ReasonCNIDel,
 			ReservedAt: time.Unix(1_763_000_000+int64(i), 0), Seen: time.Unix(1_763_000_004+int64(i), 0), OwnerKind: "StatefulSet", OwnerName: "broker", OwnerUID: "5b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d",
 		}
 		c.add(e)

@@ -1,14 +1,16 @@
-package reserve
+package layout
 
 import (
 	"slices"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // Holds reports whether the object holds any of refs.
-func (c *Contents) Holds(refs RefSet) bool {
+func (c *Contents) Holds(refs reserve.RefSet) bool {
 	for _, e := range c.Entries {
-		if _, ok := refs.match(e); ok {
+		if _, ok := refs.Match(e); ok {
 			return true
 		}
 	}
@@ -18,13 +20,13 @@ func (c *Contents) Holds(refs RefSet) bool {
 // Release takes refs out of the object and returns those it held, as
 // asked. An entry at a ref's place that is not the ref's entry stays. An
 // object that is not writable holds nothing capo may take out.
-func (c *Contents) Release(refs RefSet) []Ref {
+func (c *Contents) Release(refs reserve.RefSet) []reserve.Ref {
 	if !c.Writable() {
 		return nil
 	}
-	var out []Ref
+	var out []reserve.Ref
 	for addr, e := range c.Entries {
-		if r, ok := refs.match(e); ok {
+		if r, ok := refs.Match(e); ok {
 			c.remove(addr)
 			out = append(out, r)
 		}
@@ -35,13 +37,13 @@ func (c *Contents) Release(refs RefSet) []Ref {
 // Stamp sets Seen to at on the refs that have none, and reports whether
 // anything changed. Per-node objects keep their format (which has no
 // Seen) until the migration moves their entries.
-func (c *Contents) Stamp(refs RefSet, at time.Time) bool {
+func (c *Contents) Stamp(refs reserve.RefSet, at time.Time) bool {
 	if !c.Writable() || c.Legacy() {
 		return false
 	}
 	changed := false
 	for _, e := range c.Entries {
-		if _, ok := refs.match(e); ok && e.Seen.IsZero() {
+		if _, ok := refs.Match(e); ok && e.Seen.IsZero() {
 			e.Seen = toSecond(at)
 			c.add(e)
 			changed = true
@@ -78,13 +80,13 @@ func (c *Contents) Relist(i int) bool {
 // its members keeping their addresses (the controller decides). It
 // reports whether anything changed. Per-node objects keep their format
 // until the migration moves their entries.
-func (c *Contents) Reown(refs RefSet, uid string) bool {
+func (c *Contents) Reown(refs reserve.RefSet, uid string) bool {
 	if !c.Writable() || c.Legacy() {
 		return false
 	}
 	changed := false
 	for _, e := range c.Entries {
-		if _, ok := refs.match(e); ok && e.OwnerKind != "" && e.OwnerUID != uid {
+		if _, ok := refs.Match(e); ok && e.OwnerKind != "" && e.OwnerUID != uid {
 			e.OwnerUID = uid
 			c.add(e)
 			changed = true
