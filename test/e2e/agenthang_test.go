@@ -32,7 +32,7 @@ func TestAgentHungWhileLookingReady(t *testing.T) {
 		sbs := env.AddPods("kafka", 8, conflist, testbed.OwnedBy(env.CreateStatefulSet("kafka", 8)))
 		victims := []*testbed.Sandbox{sbs[2], sbs[5]}
 		for _, v := range victims {
-			runningOn(t, env, v)
+			env.MarkRunning(v)
 		}
 		env.Agent.Hang()
 		deleteWhileHung(t, env, victims)

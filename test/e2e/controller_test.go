@@ -223,34 +223,6 @@ func askRelease(t *testing.T, env *testbed.Env, ns, v string) {
 	}
 }
 
-// setNodeReady sets the Ready condition as the node lifecycle controller does.
-func setNodeReady(t *testing.T, env *testbed.Env, status corev1.ConditionStatus) {
-	ctx := context.Background()
-	n, err := env.Kube.CoreV1().Nodes().Get(ctx, env.Node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "NodeStatusUnknown", LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
-	if _, err := env.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// runningOn records the pod's address in its status, as the kubelet does.
-func runningOn(t *testing.T, env *testbed.Env, sb *testbed.Sandbox) {
-	ctx := context.Background()
-	p, err := env.Kube.CoreV1().Pods(env.Namespace).Get(ctx, sb.Pod.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIP = sb.IP()
-	p.Status.PodIPs = []corev1.PodIP{{IP: sb.IP()}}
-	if _, err := env.Kube.CoreV1().Pods(env.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestLostNodeIsCovered(t *testing.T) {
 	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
 		ctx := context.Background()
@@ -259,13 +231,13 @@ func TestLostNodeIsCovered(t *testing.T) {
 		set := env.CreateStatefulSet("zk", 9) // it stands: no owner-gone release
 		sbs := env.AddPods("zk", 8, conflist, testbed.OwnedBy(set))
 		victim := sbs[5]
-		runningOn(t, env, victim)
+		env.MarkRunning(victim)
 		env.SetConfig(configWith(""))
 		c := env.StartController("c1")
 		c.WaitMetricAtLeast(1, "capo_controller_release_pass_duration_seconds_count")
 		lostBefore := c.Metric("capo_controller_lost_nodes")
 		env.Agent.Stop() // the node dies: no kubelet, no agent, no CNI DEL
-		setNodeReady(t, env, corev1.ConditionUnknown)
+		env.SetNodeReady(corev1.ConditionUnknown)
 		c.WaitMetric(lostBefore+1, "capo_controller_lost_nodes")
 		env.DeletePod(victim.Pod.Name, 0) // the pod GC force-deletes it
 		eventually(t, 10*time.Second, victim.IP()+" reserved as node-lost", func() bool {
@@ -282,7 +254,7 @@ func TestLostNodeIsCovered(t *testing.T) {
 			t.Fatalf("new pod got %s; the only free address is the lost pod's reserved %s", next.IP(), victim.IP())
 		}
 		// The node comes back and its kubelet tears the old sandbox down.
-		setNodeReady(t, env, corev1.ConditionTrue)
+		env.SetNodeReady(corev1.ConditionTrue)
 		env.Agent = env.StartAgent()
 		if err := victim.Del(ctx); err != nil {
 			t.Fatalf("the returning node's DEL: %v", err)
@@ -306,11 +278,11 @@ func TestLostNodePodDeletedWhileNoReplicaLeads(t *testing.T) {
 	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
 		env := bed.NewEnv(t, ds, testbed.EnvOptions{OptIn: true})
 		sb := env.AddPods("redis", 1, env.Conflist(testbed.Capo), testbed.OwnedBy(env.CreateStatefulSet("redis", 1)))[0]
-		runningOn(t, env, sb)
+		env.MarkRunning(sb)
 		env.SetConfig(configWith(""))
 		leader, standby := startPair(t, env)
 		env.Agent.Stop()
-		setNodeReady(t, env, corev1.ConditionUnknown)
+		env.SetNodeReady(corev1.ConditionUnknown)
 		leader.WaitMetricAtLeast(1, "capo_controller_lost_nodes")
 
 		leader.Kill()
@@ -334,7 +306,7 @@ func TestLostNodePodDeletedWhileNoReplicaLeads(t *testing.T) {
 func TestDeletedNodeIsCovered(t *testing.T) {
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{OptIn: true})
 	sb := env.AddPods("kafka", 1, env.Conflist(testbed.Capo), testbed.OwnedBy(env.CreateStatefulSet("kafka", 1)))[0]
-	runningOn(t, env, sb)
+	env.MarkRunning(sb)
 	env.StartController("c1")
 	env.Agent.Stop()
 	// Deleting the Node lets Calico's GC free its addresses at once.

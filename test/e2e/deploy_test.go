@@ -157,9 +157,9 @@ func TestChartRBACIsEnough(t *testing.T) {
 	c := env.StartControllerWith("rbac", testbed.AgentOptions{Kubeconfig: ctrlKC, Namespace: ns})
 	eventually(t, 15*time.Second, "the controller leads", c.Leading)
 	lost := sbs[4]
-	runningOn(t, env, lost)
+	env.MarkRunning(lost)
 	c.WaitMetricAtLeast(1, "capo_controller_release_pass_duration_seconds_count")
-	setNodeReady(t, env, corev1.ConditionFalse)
+	env.SetNodeReady(corev1.ConditionFalse)
 	c.WaitMetricAtLeast(1, "capo_controller_lost_nodes")
 	env.DeletePod(lost.Pod.Name, 0)
 	eventually(t, 10*time.Second, "the lost node's pod reserved", func() bool { return held(env, lost.IP()) })
@@ -175,7 +175,7 @@ func TestChartRBACIsEnough(t *testing.T) {
 	if size != 8 || alloc+res+free != size || alloc < 4 {
 		t.Errorf("pool use: size %v allocated %v reserved %v free %v; want 8 addresses in states adding up to them, at least the 4 running pods allocated", size, alloc, res, free)
 	}
-	setNodeReady(t, env, corev1.ConditionTrue)
+	env.SetNodeReady(corev1.ConditionTrue)
 	askRelease(t, env, ns, sbs[1].IP())
 	eventually(t, 10*time.Second, "the release by hand", func() bool { return !held(env, sbs[1].IP()) })
 	eventually(t, 10*time.Second, "an Event on the evicted pod", func() bool {

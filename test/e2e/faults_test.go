@@ -149,7 +149,7 @@ func runFault(t *testing.T, ds testbed.Datastore, f fault) faultResult {
 	fx.selected = selected
 	all := append(append([]*testbed.Sandbox{}, selected...), unselected...)
 	for _, sb := range all {
-		runningOn(t, env, sb)
+		env.MarkRunning(sb)
 		env.Evict(sb.Pod.Name) // the kubelet's eviction: status first, then the DEL
 	}
 

@@ -65,7 +65,7 @@ func evictWhileAgentAway(t *testing.T, env *testbed.Env, c *testbed.Controller) 
 	conflist := env.Conflist(testbed.Capo)
 	sbs := env.AddPods("redis", 8, conflist, testbed.OwnedBy(env.CreateStatefulSet("redis", 8)))
 	victim := sbs[3]
-	runningOn(t, env, victim)
+	env.MarkRunning(victim)
 	env.Agent.Stop()
 	if c != nil {
 		c.WaitMetricAtLeast(1, "capo_controller_agents_not_ready") // other envs' nodes in the bed count too

@@ -186,7 +186,7 @@ func refusedWrites(t *testing.T, agent testbed.AgentOptions) refused {
 	conflist := env.Conflist(testbed.Capo)
 	sbs := env.AddPods("redis", 8, conflist, testbed.OwnedBy(env.CreateStatefulSet("redis", 8)))
 	victim := sbs[3]
-	runningOn(t, env, victim)
+	env.MarkRunning(victim)
 	refuseWritesOf(t, user, kubeconfig)
 
 	env.Evict(victim.Pod.Name)

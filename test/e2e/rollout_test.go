@@ -36,7 +36,7 @@ func TestRolloutThatNeverStartsIsAnAgentAway(t *testing.T) {
 			if err := sb.Add(ctx); err != nil {
 				t.Fatal(err)
 			}
-			runningOn(t, env, sb)
+			env.MarkRunning(sb)
 			members = append(members, sb)
 		}
 

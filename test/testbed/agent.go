@@ -281,6 +281,38 @@ func (e *Env) Evict(name string) {
 	}
 }
 
+// MarkRunning records sb's address in its pod's status, phase Running,
+// as the kubelet does once the sandbox is up.
+func (e *Env) MarkRunning(sb *Sandbox) {
+	e.T.Helper()
+	ctx := context.Background()
+	p, err := e.Kube.CoreV1().Pods(e.Namespace).Get(ctx, sb.Pod.Name, metav1.GetOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.PodIP, p.Status.PodIPs = sb.IP(), []corev1.PodIP{{IP: sb.IP()}}
+	if _, err := e.Kube.CoreV1().Pods(e.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatalf("marking %s running: %v", sb.Pod.Name, err)
+	}
+}
+
+// SetNodeReady sets the env's Node's Ready condition, as the node
+// lifecycle controller does for a node that stopped reporting (Unknown)
+// and the kubelet does when it reports again.
+func (e *Env) SetNodeReady(status corev1.ConditionStatus) {
+	e.T.Helper()
+	ctx := context.Background()
+	n, err := e.Kube.CoreV1().Nodes().Get(ctx, e.Node, metav1.GetOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "NodeStatusUnknown", LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
+	if _, err := e.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatalf("setting node %s Ready %s: %v", e.Node, status, err)
+	}
+}
+
 // SetConfig writes the agent's ConfigMap (a CapoConfig in config.yaml).
 func (e *Env) SetConfig(yaml string) {
 	e.T.Helper()

@@ -14,36 +14,6 @@ import (
 
 const releaseEverySecond = "apiVersion: config.capo.io/v1\nkind: CapoConfig\nipReleasePeriod: 1s\n"
 
-// setNodeReady sets the env's Node's Ready condition, as the node
-// lifecycle controller does for a node that stopped reporting.
-func setNodeReady(t *testing.T, env *testbed.Env, status corev1.ConditionStatus) {
-	t.Helper()
-	ctx := context.Background()
-	n, err := env.Kube.CoreV1().Nodes().Get(ctx, env.Node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "NodeStatusUnknown", LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
-	if _, err := env.Kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// runningOn records the pod's address in its status, as the kubelet does.
-func runningOn(t *testing.T, env *testbed.Env, sb *testbed.Sandbox) {
-	t.Helper()
-	ctx := context.Background()
-	p, err := env.Kube.CoreV1().Pods(env.Namespace).Get(ctx, sb.Pod.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.PodIP, p.Status.PodIPs = sb.IP(), []corev1.PodIP{{IP: sb.IP()}}
-	if _, err := env.Kube.CoreV1().Pods(env.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A lost node in native v3 mode, as TestLostNodeIsCovered proves it in
 // crd.projectcalico.org/v1: the controller, in v3, reserves the address of
 // a member force-deleted from a node whose agent is away (node-lost);
@@ -59,14 +29,14 @@ func TestV3LostNodeCoveredThroughCalicosRelease(t *testing.T) {
 	set := env.CreateStatefulSet("zk", 9) // it stands: no owner-gone release
 	sbs := env.AddPods("zk", 8, conflist, testbed.OwnedBy(set))
 	victim := sbs[5]
-	runningOn(t, env, victim)
+	env.MarkRunning(victim)
 	env.SetConfig(releaseEverySecond)
 	c := env.StartController("c1")
 	c.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`)
 	c.WaitMetricAtLeast(1, "capo_controller_release_pass_duration_seconds_count")
 	lostBefore := c.Metric("capo_controller_lost_nodes")
 	env.Agent.Stop() // the node dies: no kubelet, no agent, no CNI DEL
-	setNodeReady(t, env, corev1.ConditionUnknown)
+	env.SetNodeReady(corev1.ConditionUnknown)
 	c.WaitMetric(lostBefore+1, "capo_controller_lost_nodes")
 	env.DeletePod(victim.Pod.Name, 0) // the pod GC force-deletes it
 	eventually(t, 10*time.Second, victim.IP()+" reserved in v3 as node-lost", func() bool {
@@ -88,7 +58,7 @@ func TestV3LostNodeCoveredThroughCalicosRelease(t *testing.T) {
 	}
 
 	// The node comes back and its kubelet tears the old sandbox down.
-	setNodeReady(t, env, corev1.ConditionTrue)
+	env.SetNodeReady(corev1.ConditionTrue)
 	env.Agent = env.StartAgent()
 	if err := victim.Del(ctx); err != nil {
 		t.Fatalf("the returning node's DEL: %v", err)

@@ -105,14 +105,14 @@ func TestV3CoolingAllocationIsReservedForItsMember(t *testing.T) {
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, OptIn: true, CalicoRelease: testbed.CalicoFromEnv})
 	set := env.CreateStatefulSet("zk", 3)
 	victim := env.AddPods("zk", 3, env.Conflist(testbed.Capo), testbed.OwnedBy(set))[1]
-	runningOn(t, env, victim)
+	env.MarkRunning(victim)
 	env.SetConfig(releaseEverySecond)
 	c := env.StartController("c1")
 	c.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`)
 	c.WaitMetricAtLeast(1, "capo_controller_release_pass_duration_seconds_count")
 	lostBefore := c.Metric("capo_controller_lost_nodes")
 	env.Agent.Stop()
-	setNodeReady(t, env, corev1.ConditionUnknown)
+	env.SetNodeReady(corev1.ConditionUnknown)
 	c.WaitMetric(lostBefore+1, "capo_controller_lost_nodes")
 
 	// Calico frees the allocation first (its GC's release by handle).
