@@ -146,7 +146,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 func (a *Agent) newReturns(kube kubernetes.Interface, calico clientv3.Interface, mode func() config.ReturnMode, cached func(context.Context) (*reserve.Listing, error)) (*offerer, *settler) {
 	recorder, offered := newRecorder(kube, a.opts.NodeName), &offers{}
 	off := &offerer{
-		node: a.opts.NodeName, store: a.store, calico: calico, mode: mode,
+		node: a.opts.NodeName, store: a.store, mode: mode,
 		viewer: &calicoview.Reader{Calico: calico, Node: a.opts.NodeName},
 		held:   a.held, timeout: time.Second, recorder: recorder, metrics: a.metrics,
 		nodes:    kube.CoreV1().Nodes(),

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -29,15 +28,15 @@ import (
 type offerer struct {
 	node     string
 	store    reserve.Store
-	calico   clientv3.Interface
 	mode     func() config.ReturnMode
 	held     *heldIndex
 	timeout  time.Duration // for the whole lookup; past it the pod gets a fresh address
 	recorder record.EventRecorder
 	metrics  *metrics
-	// views reads Calico's view of held addresses; nil: viewer's Read.
-	views  func(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error)
+	// viewer reads Calico's view of held addresses; views, if set, in its
+	// place (tests).
 	viewer *calicoview.Reader
+	views  func(ctx context.Context, entries []reserve.Entry) (*calicoview.View, error)
 	// cooldown reads Calico's IP cooldown, which words the refusal of a
 	// return whose address is still cooling.
 	cooldown *calicoview.Cooldown
