@@ -73,11 +73,6 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 		lock.Close()
 		return nil, err
 	}
-	felix, err := BuildFelix(root, logf)
-	if err != nil {
-		lock.Close()
-		return nil, err
-	}
 	if err := sweepEarlierRun(nb, logf); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("cleaning up after an earlier run: %w", err)
@@ -100,7 +95,7 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 		lock.Close()
 		return nil, err
 	}
-	b := &Bed{Bed: tb, Node: nb, NodeName: NodeName, NodeIP: ip, Calico: tb.Calico(testbed.Kubernetes), root: root, lock: lock, ImagesDir: imagesDir, images: im, Felix: felix}
+	b := &Bed{Bed: tb, Node: nb, NodeName: NodeName, NodeIP: ip, Calico: tb.Calico(testbed.Kubernetes), root: root, lock: lock, ImagesDir: imagesDir, images: im, Felix: nb.Felix}
 	if err := b.start(ctx, im, logf); err != nil {
 		b.Stop(logf)
 		return nil, err

@@ -16,15 +16,12 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/capo-net/capo/test/testbed"
 )
 
-// Felix is Calico's dataplane agent: on the bed it programs the node's
-// routes, iptables and VXLAN device as calico-node's felix does, so pods'
-// traffic is routed as in a cluster.
+// Felix, Calico's dataplane agent, programs the bed's routes, iptables and
+// VXLAN device as calico-node's felix does, so pods' traffic is routed as
+// in a cluster (testbed.BuildNodeBinaries builds it). Its settings here:
 const (
-	felixPkg = "github.com/projectcalico/calico/felix/cmd/calico-felix"
 	// TunnelPool holds the nodes' VXLAN tunnel addresses, apart from the
 	// workload pools so that capo's assertions about those stay exact.
 	TunnelPool = "10.251.0.0/24"
@@ -42,12 +39,6 @@ const (
 // (programClusterRoutes), the closest this kernel gets to BGP's result.
 // Felix starts that route manager only when no pool at all uses VXLAN.
 var Unencapsulated = os.Getenv("CAPO_NODE_DATAPLANE") == "unencapsulated"
-
-// BuildFelix builds felix from the pinned Calico module (test/tools/calico),
-// without cgo, into the test bed's cache.
-func BuildFelix(root string, logf func(string, ...any)) (string, error) {
-	return testbed.BuildTool(root, "calico", felixPkg, "calico-felix", logf)
-}
 
 // prepareFelix does for the node what calico-node does before its felix
 // starts: the node's address and VXLAN tunnel address as annotations on

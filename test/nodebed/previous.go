@@ -22,28 +22,9 @@ import (
 const PreviousTag = testbed.PreviousRelease
 
 // ImportPreviousImage imports the previous release's image under
-// PreviousTag and under each of tags. The archive is built once and
-// cached with the previous release's binaries (testbed.PreviousDir).
+// PreviousTag and under each of tags.
 func (b *Bed) ImportPreviousImage(logf func(string, ...any), tags ...string) error {
-	src, err := testbed.PreviousSource(logf)
-	if err != nil {
-		return err
-	}
-	dir, err := testbed.PreviousDir()
-	if err != nil {
-		return err
-	}
-	archive := filepath.Join(dir, "capo-image-"+runtime.GOARCH+".tar")
-	err = testbed.Once(archive, logf, func(tmp string) error {
-		cmd := exec.Command("go", "run", "./build/cmd/capo-image", "-image", CapoRepository+":"+PreviousTag,
-			"-version", testbed.PreviousRelease, "-arch", runtime.GOARCH, "-docker-arch", runtime.GOARCH, "-o", tmp)
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s's image: %w\n%s", testbed.PreviousRelease, err, out)
-		}
-		return nil
-	})
+	archive, err := PreviousImage(logf)
 	if err != nil {
 		return err
 	}
@@ -56,6 +37,30 @@ func (b *Bed) ImportPreviousImage(logf func(string, ...any), tags ...string) err
 		}
 	}
 	return nil
+}
+
+// PreviousImage is the previous release's image archive, built once and
+// cached with the previous release's binaries (testbed.PreviousDir).
+func PreviousImage(logf func(string, ...any)) (string, error) {
+	src, err := testbed.PreviousSource(logf)
+	if err != nil {
+		return "", err
+	}
+	dir, err := testbed.PreviousDir()
+	if err != nil {
+		return "", err
+	}
+	archive := filepath.Join(dir, "capo-image-"+runtime.GOARCH+".tar")
+	return archive, testbed.Once(archive, logf, func(tmp string) error {
+		cmd := exec.Command("go", "run", "./build/cmd/capo-image", "-image", CapoRepository+":"+PreviousTag,
+			"-version", testbed.PreviousRelease, "-arch", runtime.GOARCH, "-docker-arch", runtime.GOARCH, "-o", tmp)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s's image: %w\n%s", testbed.PreviousRelease, err, out)
+		}
+		return nil
+	})
 }
 
 // TagImage gives an imported image another name, as a pull of the same

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -49,105 +48,101 @@ func CacheDir() (string, error) {
 	return filepath.Join(d, "capo-testbed"), nil
 }
 
+// Servers are the programs every bed starts, from the pinned modules:
+// etcd and kube-apiserver (test/tools), and Calico's CNI (capo's own
+// module, which pins Calico). Built together, once.
+func Servers(root string, logf func(string, ...any)) (etcd, apiserver, calico string, err error) {
+	servers, err := toolsDir(root, "")
+	if err != nil {
+		return "", "", "", err
+	}
+	calicoDir, err := cachedDir(root, "calico", root)
+	if err != nil {
+		return "", "", "", err
+	}
+	etcd, apiserver, calico = filepath.Join(servers, "etcd"), filepath.Join(servers, "kube-apiserver"), filepath.Join(calicoDir, "calico")
+	err = buildAll(logf,
+		buildSet{dir: filepath.Join(root, "test", "tools"), outs: map[string]string{
+			"go.etcd.io/etcd/server/v3": etcd, "k8s.io/kubernetes/cmd/kube-apiserver": apiserver,
+		}},
+		buildSet{dir: root, outs: map[string]string{CalicoPkg: calico}},
+	)
+	return etcd, apiserver, calico, err
+}
+
 // BuildBinaries builds whatever the cache lacks. The servers take minutes
 // the first time (kube-apiserver is large); later runs reuse them.
 // With skipCapo, capo's own binaries are left out (a bed that runs capo
 // from its image).
 func BuildBinaries(root, workDir string, skipCapo bool, logf func(string, ...any)) (*Binaries, error) {
-	cache, err := CacheDir()
+	etcd, apiserver, calico, err := Servers(root, logf)
 	if err != nil {
 		return nil, err
 	}
-	tools := filepath.Join(root, "test", "tools")
-	toolsKey, err := hashFiles(filepath.Join(tools, "go.mod"), filepath.Join(tools, "go.sum"))
-	if err != nil {
-		return nil, err
-	}
-	calicoKey, err := hashFiles(filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum"))
-	if err != nil {
-		return nil, err
-	}
-	b := &Binaries{
-		Etcd:           filepath.Join(cache, "servers-"+toolsKey, "etcd"),
-		KubeAPIServer:  filepath.Join(cache, "servers-"+toolsKey, "kube-apiserver"),
-		Calico:         filepath.Join(cache, "calico-"+calicoKey, "calico"),
-		CapoIPAM:       filepath.Join(workDir, "capo-ipam"),
-		CapoIPAMKube:   filepath.Join(workDir, "capo-ipam-kube"),
-		CapoAgent:      filepath.Join(workDir, "capo-agent"),
-		CapoController: filepath.Join(workDir, "capo-controller"),
-		CapoInstall:    filepath.Join(workDir, "capo-install"),
-		Capoctl:        filepath.Join(workDir, "capoctl"),
-	}
-	steps := []struct{ dir, pkg, out string }{
-		{tools, "go.etcd.io/etcd/server/v3", b.Etcd},
-		{tools, "k8s.io/kubernetes/cmd/kube-apiserver", b.KubeAPIServer},
-		{root, "github.com/projectcalico/calico/cni-plugin/cmd/calico", b.Calico},
-	}
-	for _, s := range steps {
-		if err := buildCached(s.dir, s.pkg, s.out, logf); err != nil {
-			return nil, err
-		}
-	}
+	b := &Binaries{Etcd: etcd, KubeAPIServer: apiserver, Calico: calico}
 	if skipCapo {
-		return &Binaries{Etcd: b.Etcd, KubeAPIServer: b.KubeAPIServer, Calico: b.Calico}, nil
+		return b, nil
 	}
-	for pkg, out := range map[string]string{"./cmd/capo-ipam": b.CapoIPAM, "./cmd/capo-ipam-kube": b.CapoIPAMKube, "./cmd/capo-agent": b.CapoAgent, "./cmd/capo-controller": b.CapoController, "./cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl} {
-		if err := goBuildFlags(root, pkg, out, releaseLDFlags); err != nil {
-			return nil, err
-		}
+	b.CapoIPAM, b.CapoIPAMKube = filepath.Join(workDir, "capo-ipam"), filepath.Join(workDir, "capo-ipam-kube")
+	b.CapoAgent, b.CapoController = filepath.Join(workDir, "capo-agent"), filepath.Join(workDir, "capo-controller")
+	b.CapoInstall, b.Capoctl = filepath.Join(workDir, "capo-install"), filepath.Join(workDir, "capoctl")
+	// This checkout's binaries, on every run: one go build, so that their
+	// links run side by side.
+	capo := buildSet{dir: root, ldflags: releaseLDFlags, quiet: true, outs: map[string]string{
+		"./cmd/capo-ipam": b.CapoIPAM, "./cmd/capo-ipam-kube": b.CapoIPAMKube, "./cmd/capo-agent": b.CapoAgent,
+		"./cmd/capo-controller": b.CapoController, "./cmd/capo-install": b.CapoInstall, "./cmd/capoctl": b.Capoctl,
+	}}
+	if err := capo.build(logf); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
 
-// buildCached builds pkg into out unless out exists; a file lock keeps
-// concurrent test binaries from building the same thing twice.
-func buildCached(dir, pkg, out string, logf func(string, ...any)) error {
-	return buildCachedFlags(dir, pkg, out, "", logf)
+// toolsDir is the cache directory of the binaries built from the module
+// test/tools/<module> ("" for test/tools itself). Its key covers capo's
+// go.mod and go.sum too: the tools modules take capo's versions.
+func toolsDir(root, module string) (string, error) {
+	name := "servers"
+	if module != "" {
+		name = "tools-" + module
+	}
+	return cachedDir(root, name, filepath.Join(root, "test", "tools", module), root)
 }
 
-// buildCachedFlags is buildCached with -ldflags.
-func buildCachedFlags(dir, pkg, out, ldflags string, logf func(string, ...any)) error {
-	if _, err := os.Stat(out); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+// cachedDir is <cache>/<name>-<key>, the key a hash of the go.mod and
+// go.sum of each module dir given.
+func cachedDir(root, name string, modules ...string) (string, error) {
+	cache, err := CacheDir()
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return err
+	var files []string
+	for _, m := range modules {
+		files = append(files, filepath.Join(m, "go.mod"), filepath.Join(m, "go.sum"))
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing the file releases the lock anyway
-	if _, err := os.Stat(out); err == nil {
-		return nil
+	key, err := hashFiles(files...)
+	if err != nil {
+		return "", err
 	}
-	logf("testbed: building %s (once; cached in %s)", pkg, filepath.Dir(out))
-	start := time.Now()
-	tmp := out + ".tmp"
-	if err := goBuildFlags(dir, pkg, tmp, ldflags); err != nil {
-		return err
+	return filepath.Join(cache, name+"-"+key), nil
+}
+
+// BuildTool builds pkg from the module in test/tools/<module> ("" for
+// test/tools itself) into the cache, keyed by that module's and capo's
+// go.mod and go.sum, unless it is there; it returns the binary's path.
+func BuildTool(root, module, pkg, name string, logf func(string, ...any)) (string, error) {
+	dir, err := toolsDir(root, module)
+	if err != nil {
+		return "", err
 	}
-	logf("testbed: built %s in %s", filepath.Base(out), time.Since(start).Round(time.Second))
-	return os.Rename(tmp, out)
+	out := filepath.Join(dir, name)
+	set := buildSet{dir: filepath.Join(root, "test", "tools", module), outs: map[string]string{pkg: out}}
+	return out, set.build(logf)
 }
 
 // releaseLDFlags strip capo's binaries as `make build` does, so that what
 // the beds run (and the benchmarks time) is what a release ships.
 const releaseLDFlags = "-s -w"
-
-func goBuildFlags(dir, pkg, out, ldflags string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+ldflags, "-o", out, pkg)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
-}
 
 func hashFiles(paths ...string) (string, error) {
 	h := sha256.New()
@@ -160,3 +155,6 @@ func hashFiles(paths ...string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
+
+// since is a duration for a log line.
+func since(start time.Time) time.Duration { return time.Since(start).Round(time.Second) }

@@ -16,6 +16,12 @@ var CalicoReleases = []string{PinnedCalico, PreviousCalico}
 const (
 	PinnedCalico   = "v3.31.0"
 	PreviousCalico = "v3.30.1"
+	// PreviousCalicoModule is the module under test/tools that pins it.
+	PreviousCalicoModule = "calico-v3.30"
+	// CalicoPkg is Calico's CNI plugin, calico and calico-ipam in one.
+	CalicoPkg = "github.com/projectcalico/calico/cni-plugin/cmd/calico"
+	// KubeControllersPkg is Calico's kube-controllers (test/tools pins it).
+	KubeControllersPkg = "github.com/projectcalico/calico/kube-controllers/cmd/kube-controllers"
 )
 
 // extraBuilds are binaries a test asks for, built (or taken from the cache)
@@ -25,8 +31,8 @@ type extraBuilds struct {
 	done map[string]string // package -> binary
 }
 
-// toolBinary builds pkg from the module in test/tools/<module>, cached by
-// that module's go.mod and go.sum.
+// toolBinary builds pkg from the module in test/tools/<module> ("" for
+// test/tools), cached by that module's and capo's go.mod and go.sum.
 func (b *Bed) toolBinary(module, pkg, name string) (string, error) {
 	b.extra.mu.Lock()
 	defer b.extra.mu.Unlock()
@@ -48,26 +54,6 @@ func (b *Bed) toolBinary(module, pkg, name string) (string, error) {
 	return out, nil
 }
 
-// BuildTool builds pkg from the module in test/tools/<module> into the
-// cache, keyed by that module's go.mod and go.sum, unless it is there; it
-// returns the binary's path.
-func BuildTool(root, module, pkg, name string, logf func(string, ...any)) (string, error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(root, "test", "tools", module)
-	key, err := hashFiles(filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum"))
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(cache, "tools-"+module+"-"+key, name)
-	if err := buildCached(dir, pkg, out, logf); err != nil {
-		return "", err
-	}
-	return out, nil
-}
-
 // CalicoBinDir is a node's CNI bin dir with the given release's calico and
 // calico-ipam, and this checkout's capo-ipam.
 func (b *Bed) CalicoBinDir(release string) (string, error) {
@@ -80,7 +66,7 @@ func (b *Bed) CalicoBinDir(release string) (string, error) {
 	default:
 		return "", fmt.Errorf("no Calico %s in the bed; it has %v", release, CalicoReleases)
 	}
-	calico, err := b.toolBinary("calico-v3.30", "github.com/projectcalico/calico/cni-plugin/cmd/calico", "calico")
+	calico, err := b.toolBinary(PreviousCalicoModule, CalicoPkg, "calico")
 	if err != nil {
 		return "", err
 	}

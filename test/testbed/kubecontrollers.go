@@ -29,7 +29,7 @@ type KubeControllers struct {
 // datastore, so a test that runs it owns the outcome for its own envs only.
 func (b *Bed) StartKubeControllers(t testing.TB, ds Datastore, leakGrace time.Duration) *KubeControllers {
 	t.Helper()
-	bin, err := b.toolBinary("calico", "github.com/projectcalico/calico/kube-controllers/cmd/kube-controllers", "kube-controllers")
+	bin, err := b.toolBinary("", KubeControllersPkg, "kube-controllers")
 	if err != nil {
 		t.Fatalf("testbed: building kube-controllers: %v", err)
 	}

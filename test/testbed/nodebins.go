@@ -7,41 +7,42 @@ import (
 
 // KubernetesVersion is the release test/tools pins; the node components are
 // stamped with it, as a release build is, so the Node reports it.
-const KubernetesVersion = "v1.33.4"
+const KubernetesVersion = "v1.33.5"
 
 // NodeBinaries are the rest of a Kubernetes node and cluster, built from
-// the same pins as the bed's kube-apiserver and cached beside it.
+// the same pins as the bed's kube-apiserver and cached beside it, and
+// Calico's felix.
 type NodeBinaries struct {
 	Kubelet, ControllerManager, Scheduler, Proxy, Kubectl string
+	Felix                                                 string
 }
 
-// BuildNodeBinaries builds whatever the cache lacks (minutes the first
-// time, on top of the servers; nothing after).
+// felixPkg is Calico's dataplane agent, built without cgo.
+const felixPkg = "github.com/projectcalico/calico/felix/cmd/calico-felix"
+
+// BuildNodeBinaries builds whatever the cache lacks, in one go build
+// (minutes the first time, on top of the servers; nothing after).
 func BuildNodeBinaries(root string, logf func(string, ...any)) (*NodeBinaries, error) {
-	cache, err := CacheDir()
+	dir, err := toolsDir(root, "")
 	if err != nil {
 		return nil, err
 	}
-	tools := filepath.Join(root, "test", "tools")
-	key, err := hashFiles(filepath.Join(tools, "go.mod"), filepath.Join(tools, "go.sum"))
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(cache, "servers-"+key)
 	nb := &NodeBinaries{
 		Kubelet:           filepath.Join(dir, "kubelet"),
 		ControllerManager: filepath.Join(dir, "kube-controller-manager"),
 		Scheduler:         filepath.Join(dir, "kube-scheduler"),
 		Proxy:             filepath.Join(dir, "kube-proxy"),
 		Kubectl:           filepath.Join(dir, "kubectl"),
+		Felix:             filepath.Join(dir, "calico-felix"),
 	}
+	outs := map[string]string{felixPkg: nb.Felix}
 	for _, out := range []string{nb.Kubelet, nb.ControllerManager, nb.Scheduler, nb.Proxy, nb.Kubectl} {
-		pkg := "k8s.io/kubernetes/cmd/" + filepath.Base(out)
-		if err := buildCachedFlags(tools, pkg, out, versionLDFlags(), logf); err != nil {
-			return nil, err
-		}
+		outs["k8s.io/kubernetes/cmd/"+filepath.Base(out)] = out
 	}
-	return nb, nil
+	// The version stamp reaches the Kubernetes components; felix carries
+	// its own and ignores it.
+	set := buildSet{dir: filepath.Join(root, "test", "tools"), ldflags: versionLDFlags(), outs: outs}
+	return nb, set.build(logf)
 }
 
 // versionLDFlags stamp KubernetesVersion where component-base reads it;

@@ -25,13 +25,14 @@ type PreviousBinaries struct {
 	CapoIPAM, CapoIPAMKube, CapoAgent, Capoctrl string
 }
 
-// PreviousDir is where the previous release's tree and builds are cached.
+// PreviousDir is where the previous release's tree and builds are cached,
+// keyed by this checkout's go.mod and go.sum too, which it builds with.
 func PreviousDir() (string, error) {
-	cache, err := CacheDir()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(cache, "capo-"+PreviousRelease+"-"+PreviousCommit[:12]), nil
+	return cachedDir(root, "capo-"+PreviousRelease+"-"+PreviousCommit[:12], root)
 }
 
 // PreviousSource extracts the previous release's tree from this clone's
@@ -57,9 +58,25 @@ func PreviousSource(logf func(string, ...any)) (string, error) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("git archive %s: %v %s", PreviousCommit, err, out)
 		}
-		return nil
+		return withCurrentModules(root, tmp)
 	})
 	return src, err
+}
+
+// withCurrentModules gives the previous release's tree this checkout's
+// go.mod and go.sum. The release's own code is what the tests across
+// releases are about (its wire, its records, its objects); its
+// dependencies then resolve to the versions capo's build has compiled
+// already, so building it compiles capo's packages alone, not a second
+// copy of client-go and Calico's libraries. Every module it imports is
+// still required there (the release's requirements are a subset).
+func withCurrentModules(root, tree string) error {
+	for _, f := range []string{"go.mod", "go.sum"} {
+		if err := copyFile(filepath.Join(root, f), filepath.Join(tree, f), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ErrPreviousMissing is returned when the clone does not have the previous
@@ -117,13 +134,10 @@ func BuildPrevious(logf func(string, ...any)) (*PreviousBinaries, error) {
 		Source: src, CapoIPAM: filepath.Join(dir, "capo-ipam"), CapoIPAMKube: filepath.Join(dir, "capo-ipam-kube"),
 		CapoAgent: filepath.Join(dir, "capo-agent"), Capoctrl: filepath.Join(dir, "capo-controller"),
 	}
-	ldflags := releaseLDFlags + " -X github.com/capo-net/capo/pkg/version.Version=" + PreviousRelease
-	for pkg, out := range map[string]string{"./cmd/capo-ipam": p.CapoIPAM, "./cmd/capo-ipam-kube": p.CapoIPAMKube, "./cmd/capo-agent": p.CapoAgent, "./cmd/capo-controller": p.Capoctrl} {
-		if err := buildCachedFlags(src, pkg, out, ldflags, logf); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+	set := buildSet{dir: src, ldflags: releaseLDFlags + " -X github.com/capo-net/capo/pkg/version.Version=" + PreviousRelease, outs: map[string]string{
+		"./cmd/capo-ipam": p.CapoIPAM, "./cmd/capo-ipam-kube": p.CapoIPAMKube, "./cmd/capo-agent": p.CapoAgent, "./cmd/capo-controller": p.Capoctrl,
+	}}
+	return p, set.build(logf)
 }
 
 // Once makes path with build (given a temporary path beside it, renamed

@@ -2,52 +2,57 @@ module github.com/capo-net/capo/test/tools/calico-v3.30
 
 go 1.26.0
 
+toolchain go1.26.10
+
 replace (
-	// Newer versions set the file mode on logs to 0600, which breaks a lot of our tests.
+	// This checkout: its requirements set the versions of everything the
+	// previous Calico release's CNI shares with capo (see tools.go).
+	github.com/capo-net/capo => ../../..
+
+	// The release itself, whatever capo's go.mod selects.
+	github.com/projectcalico/calico => github.com/projectcalico/calico v0.0.0-20250529224300-393b14e729a6
+	github.com/projectcalico/calico/lib/std => github.com/projectcalico/calico/lib/std v0.0.0-20250529224300-393b14e729a6
+
+	// As the release's own go.mod: newer versions set the file mode on logs to 0600.
 	gopkg.in/natefinch/lumberjack.v2 => gopkg.in/natefinch/lumberjack.v2 v2.0.0
 
-	// Need replacements for all the k8s subsidiary projects that are pulled in indirectly because
-	// the kubernets repo pulls them in via a replacement to its own vendored copies, which doesn't work for
-	// transient imports.
-	k8s.io/api => k8s.io/api v0.32.4
-	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.32.4
-	k8s.io/apimachinery => k8s.io/apimachinery v0.32.4
-	k8s.io/apiserver => k8s.io/apiserver v0.32.4
-	k8s.io/cli-runtime => k8s.io/cli-runtime v0.32.4
-	k8s.io/client-go => k8s.io/client-go v0.32.4
-	k8s.io/cloud-provider => k8s.io/cloud-provider v0.32.4
-	k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.32.4
-	k8s.io/code-generator => k8s.io/code-generator v0.32.4
-	k8s.io/component-base => k8s.io/component-base v0.32.4
-	k8s.io/component-helpers => k8s.io/component-helpers v0.32.4
-	k8s.io/controller-manager => k8s.io/controller-manager v0.32.4
-	k8s.io/cri-api => k8s.io/cri-api v0.32.4
-	k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.32.4
-	k8s.io/endpointslice => k8s.io/endpointslice v0.32.4
-	k8s.io/externaljwt => k8s.io/externaljwt v0.32.4
-	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.32.4
-	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.32.4
-	k8s.io/kube-proxy => k8s.io/kube-proxy v0.32.4
-	k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.32.4
-	k8s.io/kubectl => k8s.io/kubectl v0.32.4
-	k8s.io/kubelet => k8s.io/kubelet v0.32.4
-	k8s.io/metrics => k8s.io/metrics v0.32.4
-	k8s.io/mount-utils => k8s.io/mount-utils v0.32.4
-	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.32.4
-	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.32.4
+	// The staging modules at capo's Kubernetes release.
+	k8s.io/api => k8s.io/api v0.33.5
+	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.33.5
+	k8s.io/apimachinery => k8s.io/apimachinery v0.33.5
+	k8s.io/apiserver => k8s.io/apiserver v0.33.5
+	k8s.io/cli-runtime => k8s.io/cli-runtime v0.33.5
+	k8s.io/client-go => k8s.io/client-go v0.33.5
+	k8s.io/cloud-provider => k8s.io/cloud-provider v0.33.5
+	k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.33.5
+	k8s.io/code-generator => k8s.io/code-generator v0.33.5
+	k8s.io/component-base => k8s.io/component-base v0.33.5
+	k8s.io/component-helpers => k8s.io/component-helpers v0.33.5
+	k8s.io/controller-manager => k8s.io/controller-manager v0.33.5
+	k8s.io/cri-api => k8s.io/cri-api v0.33.5
+	k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.33.5
+	k8s.io/endpointslice => k8s.io/endpointslice v0.33.5
+	k8s.io/externaljwt => k8s.io/externaljwt v0.33.5
+	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.33.5
+	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.33.5
+	k8s.io/kube-proxy => k8s.io/kube-proxy v0.33.5
+	k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.33.5
+	k8s.io/kubectl => k8s.io/kubectl v0.33.5
+	k8s.io/kubelet => k8s.io/kubelet v0.33.5
+	k8s.io/metrics => k8s.io/metrics v0.33.5
+	k8s.io/mount-utils => k8s.io/mount-utils v0.33.5
+	k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.33.5
+	k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.33.5
 )
 
-// v3.30.1's own api module commit is not served; its CNI plugin builds
-// against the api types of v3.31.0, which only added fields.
 require (
-	github.com/projectcalico/api v0.0.0-20251022175904-f2ab03771208 // indirect
-	github.com/projectcalico/calico v0.0.0-20250529224300-393b14e729a6
-	github.com/projectcalico/calico/lib/std v0.0.0-20250529224300-393b14e729a6 // indirect
+	github.com/capo-net/capo v0.0.0-00010101000000-000000000000
+	github.com/projectcalico/calico v0.0.0-20251021213802-b1f3c43f8437
 )
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
-	github.com/Microsoft/hcsshim v0.12.9 // indirect
+	github.com/Microsoft/hcsshim v0.13.0 // indirect
 	github.com/alexflint/go-filemutex v1.3.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buger/jsonparser v1.1.1 // indirect
@@ -63,9 +68,9 @@ require (
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.11.0 // indirect
-	github.com/fsnotify/fsnotify v1.8.0 // indirect
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.7.0 // indirect
-	github.com/go-logr/logr v1.4.2 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
@@ -77,8 +82,8 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/gnostic-models v0.6.9 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/gofuzz v1.2.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jinzhu/copier v0.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -94,39 +99,41 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/natefinch/atomic v1.0.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/projectcalico/api v0.0.0-20251022175904-f2ab03771208 // indirect
+	github.com/projectcalico/calico/lib/std v0.0.0-20251021213802-b1f3c43f8437 // indirect
 	github.com/projectcalico/go-json v0.0.0-20161128004156-6219dc7339ba // indirect
 	github.com/projectcalico/go-yaml-wrapper v0.0.0-20191112210931-090425220c54 // indirect
-	github.com/prometheus/client_golang v1.21.1 // indirect
-	github.com/prometheus/client_model v0.6.1 // indirect
-	github.com/prometheus/common v0.63.0 // indirect
-	github.com/prometheus/procfs v0.15.1 // indirect
-	github.com/safchain/ethtool v0.5.10 // indirect
+	github.com/prometheus/client_golang v1.23.0 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.65.0 // indirect
+	github.com/prometheus/procfs v0.17.0 // indirect
+	github.com/safchain/ethtool v0.6.2 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
-	github.com/spf13/pflag v1.0.6 // indirect
-	github.com/vishvananda/netlink v1.3.1-0.20250206174618-62fb240731fa // indirect
-	github.com/vishvananda/netns v0.0.4 // indirect
+	github.com/spf13/pflag v1.0.7 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	go.etcd.io/etcd/api/v3 v3.5.19 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.5.19 // indirect
-	go.etcd.io/etcd/client/v3 v3.5.19 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.4 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.6.4 // indirect
+	go.etcd.io/etcd/client/v3 v3.6.4 // indirect
 	go.opencensus.io v0.24.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
-	golang.org/x/crypto v0.43.0 // indirect
-	golang.org/x/net v0.46.0 // indirect
-	golang.org/x/oauth2 v0.32.0 // indirect
-	golang.org/x/sync v0.17.0 // indirect
-	golang.org/x/sys v0.37.0 // indirect
-	golang.org/x/term v0.36.0 // indirect
-	golang.org/x/text v0.30.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/oauth2 v0.36.0 // indirect
+	golang.org/x/sync v0.25.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/term v0.47.0 // indirect
+	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.14.0 // indirect
 	golang.zx2c4.com/wireguard/wgctrl v0.0.0-20241231184526-a9ab2273dd10 // indirect
-	google.golang.org/genproto/googleapis/api v0.0.0-20250106144421-5f5ef82da422 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20250313205543-e70fdf4c4cb4 // indirect
-	google.golang.org/grpc v1.71.0 // indirect
-	google.golang.org/protobuf v1.36.6 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
-	gopkg.in/go-playground/assert.v1 v1.2.1 // indirect
 	gopkg.in/go-playground/validator.v9 v9.30.2 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
@@ -137,11 +144,11 @@ require (
 	k8s.io/client-go v0.33.5 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
-	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
-	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
+	k8s.io/utils v0.0.0-20241210054802-24370beab758 // indirect
+	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect
 	sigs.k8s.io/knftables v0.0.18 // indirect
 	sigs.k8s.io/network-policy-api v0.1.5 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
-	sigs.k8s.io/yaml v1.4.0 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )
