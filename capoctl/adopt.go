@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,8 +71,7 @@ func (r calicoReader) Who(ctx context.Context, addr netip.Addr) (*calicoipam.Hol
 // adoptOptions are adopt-capo's flags.
 type adoptOptions struct {
 	namespace string // Capo's: where its ConfigMap is
-	zone      string // the TZ of Capo's pod
-	zoneSet   bool   // --timezone given: it wins over Capo's Deployment
+	zone      string // --timezone: the TZ of Capo's pod; "" when not given
 	dryRun    bool
 }
 
@@ -85,10 +85,6 @@ type adoption struct {
 // times. It only reads Capo's objects: while Capo runs both hold an
 // address, and each releases only its own copy.
 func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
-	zone, also, err := c.capoZone(o)
-	if err != nil {
-		return err
-	}
 	cidrs, found, err := r.CapoCIDRs(c.ctx, capoadopt.ReservationName)
 	if err != nil {
 		return err
@@ -98,6 +94,10 @@ func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
 		return nil
 	}
 	times, err := c.capoTimes(o.namespace)
+	if err != nil {
+		return err
+	}
+	zone, also, err := c.capoZone(o, len(times) > 0)
 	if err != nil {
 		return err
 	}
@@ -129,48 +129,62 @@ func countAction(rows []adoption, action string) int {
 	return n
 }
 
-// capoZone is the zone Capo's times are read in: --timezone when given,
-// else the TZ of Capo's running manager, else --timezone's default (the
-// zone Capo's chart and manifests set). A wrong zone shifts every age by
-// its offset, so the choice is said; when --timezone and Capo's Deployment
-// disagree, also is the Deployment's, and when the zone is only a guess
-// (no Deployment, no --timezone), also is UTC: each time is read in both,
-// the later kept.
-func (c *cli) capoZone(o adoptOptions) (zone, also *time.Location, err error) {
-	name := o.zone
-	deploys, err := c.kube.AppsV1().Deployments(o.namespace).List(c.ctx, metav1.ListOptions{})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
-		return nil, nil, fmt.Errorf("looking for Capo's Deployment in %s: %w", o.namespace, err)
-	}
-	var found bool
-	var deployed, deployment string
-	if err == nil {
-		deployed, deployment, found = capoadopt.DeployedZone(deploys.Items)
-	}
+// capoZone is the zone Capo's times are read in, never a guess: Capo
+// writes its pod's wall clock with no zone, and read in a zone east of
+// the one it was written in every reservation ends early. It is the TZ
+// Capo's Deployment gives its manager, or --timezone; when neither says
+// it (Capo removed, its TZ from a ConfigMap, none set), adopt-capo stops
+// and asks for --timezone, saying why. When --timezone and the Deployment
+// disagree, also is the Deployment's: each time is read in both and the
+// later kept. needed is false when there is no time to read.
+func (c *cli) capoZone(o adoptOptions, needed bool) (zone, also *time.Location, err error) {
+	dz, lookErr := c.deployedZone(o.namespace)
 	switch {
-	case found && !o.zoneSet:
-		name = deployed
-		fmt.Fprintf(c.out, "zone %s: the TZ of Capo's Deployment %s/%s\n", name, o.namespace, deployment)
-	case found && deployed != o.zone:
-		fmt.Fprintf(c.errw, "capoctl: warning: --timezone %s, but Capo's Deployment %s/%s runs with TZ %s: each time is read in both, and the later kept\n", o.zone, o.namespace, deployment, deployed)
-		if also, err = time.LoadLocation(deployed); err != nil {
-			return nil, nil, fmt.Errorf("TZ %q of Capo's Deployment: %w", deployed, err)
+	case dz.Name != "" && (o.zone == "" || o.zone == dz.Name):
+		fmt.Fprintf(c.out, "zone %s: the TZ of Capo's Deployment %s/%s\n", dz.Name, o.namespace, dz.Deployment)
+		return loadZone(dz.Name, fmt.Sprintf("TZ %q of Capo's Deployment %s/%s", dz.Name, o.namespace, dz.Deployment))
+	case dz.Name != "":
+		fmt.Fprintf(c.errw, "capoctl: warning: --timezone %s, but Capo's Deployment %s/%s runs with TZ %s: each time is read in both, and the later kept\n", o.zone, o.namespace, dz.Deployment, dz.Name)
+		if also, err = time.LoadLocation(dz.Name); err != nil {
+			return nil, nil, fmt.Errorf("TZ %q of Capo's Deployment: %w", dz.Name, err)
 		}
-	case !found && !o.zoneSet && name != "UTC":
-		// Only a guess: Capo's chart sets the default zone, its image alone
-		// runs in UTC. Read in the wrong one a time is hours off; the later
-		// reading that is not in the future ends nothing early.
-		also = time.UTC
-		fmt.Fprintf(c.out, "zone %s or UTC: the TZ of Capo's chart and manifests, or of its image alone (no Capo Deployment in %s to read it from): each time is read in both, and the later kept; give --timezone if you know it\n", name, o.namespace)
+		zone, _, err = loadZone(o.zone, "--timezone "+strconv.Quote(o.zone))
+		return zone, also, err
+	case o.zone != "":
+		fmt.Fprintf(c.out, "zone %s: --timezone\n", o.zone)
+		return loadZone(o.zone, "--timezone "+strconv.Quote(o.zone))
+	case !needed:
+		return time.UTC, nil, nil // no time to read: the zone changes nothing
 	}
-	zone, err = time.LoadLocation(name)
+	why := "no Deployment in " + o.namespace + " runs Capo's manager (Capo removed, or not Capo's namespace: --from-namespace)"
 	switch {
-	case err != nil && name == o.zone:
-		return nil, nil, fmt.Errorf("--timezone %q: %w", name, err)
-	case err != nil:
-		return nil, nil, fmt.Errorf("TZ %q of Capo's Deployment: %w; give --timezone", name, err)
+	case lookErr != nil:
+		why = "Capo's Deployment cannot be read: " + lookErr.Error()
+	case dz.Deployment != "":
+		why = "Capo's Deployment " + o.namespace + "/" + dz.Deployment + " does not say it: " + dz.Unsure
 	}
-	return zone, also, nil
+	return nil, nil, fmt.Errorf("cannot tell the zone Capo wrote its times in, and will not guess: a wrong zone shifts every age by its offset, and ends reservations early. %s. Give --timezone with the TZ Capo's manager ran with (Capo's chart and manifests set %s; its image alone runs in UTC)", why, capoadopt.DefaultZone)
+}
+
+// deployedZone is what Capo's Deployment says of its zone; an error only
+// when the Deployments cannot be listed.
+func (c *cli) deployedZone(namespace string) (capoadopt.Zone, error) {
+	deploys, err := c.kube.AppsV1().Deployments(namespace).List(c.ctx, metav1.ListOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return capoadopt.Zone{}, fmt.Errorf("listing Deployments in %s: %w", namespace, err)
+	}
+	if err != nil {
+		return capoadopt.Zone{}, nil
+	}
+	return capoadopt.DeployedZone(deploys.Items), nil
+}
+
+func loadZone(name, what string) (*time.Location, *time.Location, error) {
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w; give --timezone with a zone name such as UTC or Asia/Shanghai", what, err)
+	}
+	return l, nil, nil
 }
 
 // capoTimes is the data of Capo's ConfigMap; none when it is gone.

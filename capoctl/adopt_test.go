@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/capo-net/capo/pkg/calicoipam"
 	"github.com/capo-net/capo/pkg/capoadopt"
@@ -59,7 +60,7 @@ func TestAdoptCapo(t *testing.T) {
 	}
 	withCapo(t, f)
 
-	code, out, errw := c.run("", "adopt-capo", "--dry-run")
+	code, out, errw := c.run("", "adopt-capo", "--dry-run", "--timezone", capoadopt.DefaultZone)
 	if code != 0 || !strings.Contains(squash(out), "10.0.0.5 kafka/broker-0 node-a 2026-11-21T11:50:00Z 10m0s 30m0s would adopt") ||
 		!strings.Contains(out, "not adopted: 10.0.0.7: allocated since to pod web/web-1") || !strings.Contains(out, "0 adopted, 2 would be adopted") {
 		t.Fatalf("dry run: exit %d\n%s%s", code, out, errw)
@@ -68,7 +69,7 @@ func TestAdoptCapo(t *testing.T) {
 		t.Fatalf("a dry run wrote %v", l.Entries)
 	}
 
-	code, out, errw = c.run("", "adopt-capo")
+	code, out, errw = c.run("", "adopt-capo", "--timezone", capoadopt.DefaultZone)
 	if code != 0 || !strings.Contains(out, "2 adopted, 0 would be adopted, 0 already held") {
 		t.Fatalf("adopt: exit %d\n%s%s", code, out, errw)
 	}
@@ -82,17 +83,17 @@ func TestAdoptCapo(t *testing.T) {
 	}
 
 	// Again: nothing new, nothing changed.
-	if code, out, _ = c.run("", "adopt-capo"); code != 0 || !strings.Contains(out, "0 adopted, 0 would be adopted, 2 already held by capo") {
+	if code, out, _ = c.run("", "adopt-capo", "--timezone", capoadopt.DefaultZone); code != 0 || !strings.Contains(out, "0 adopted, 0 would be adopted, 2 already held by capo") {
 		t.Fatalf("again: exit %d\n%s", code, out)
 	}
 
-	// Capo gone: nothing to adopt, and no error.
+	if code, _, errw = c.run("", "adopt-capo", "--timezone", "Mars/Olympus"); code != 1 || !strings.Contains(errw, "--timezone") {
+		t.Fatalf("bad zone: exit %d %s", code, errw)
+	}
+	// Capo gone: nothing to adopt, no zone asked for, and no error.
 	f.cidrs = nil
 	if code, out, _ = c.run("", "adopt-capo"); code != 0 || !strings.Contains(out, "nothing to adopt") {
 		t.Fatalf("gone: exit %d\n%s", code, out)
-	}
-	if code, _, errw = c.run("", "adopt-capo", "--timezone", "Mars/Olympus"); code != 1 || !strings.Contains(errw, "--timezone") {
-		t.Fatalf("bad zone: exit %d %s", code, errw)
 	}
 }
 
@@ -120,19 +121,34 @@ func TestAdoptCapoReadsCapoZone(t *testing.T) {
 	}
 }
 
-// Capo gone and no --timezone: the zone is only a guess. Times Capo wrote
-// in UTC (its image without the chart's TZ) are not read eight hours too
-// old in the chart's zone: both are read, and the later kept.
-func TestAdoptCapoGoneReadsBothZones(t *testing.T) {
+// Where nothing says the zone for certain (Capo removed, its TZ from a
+// ConfigMap), adopt-capo stops, says why and asks for --timezone, and
+// writes nothing; told, it reads the times in that zone alone.
+func TestAdoptCapoNeverGuessesTheZone(t *testing.T) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: capoadopt.ConfigMapName},
-		Data:       map[string]string{"10.0.0.5": "kafka_broker-0_node-a_" + now.Add(-10*time.Minute).UTC().Format(capoadopt.TimeLayout)},
+		Data:       map[string]string{"10.0.0.5": "kafka_broker-0_node-a_" + now.Add(-10*time.Minute).In(time.FixedZone("EST", -5*3600)).Format(capoadopt.TimeLayout)},
 	}
-	c := newCtl(t, cm)
-	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5"}})
-	code, out, errw := c.run("", "adopt-capo", "--dry-run")
-	if code != 0 || !strings.Contains(out, "zone Asia/Shanghai or UTC") || !strings.Contains(squash(out), "10m0s 30m0s would adopt") {
-		t.Fatalf("exit %d\n%s%s", code, out, errw)
+	fromCM := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ip-reserve", Name: "capo"}}
+	tz := corev1.EnvVar{Name: "TZ", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "clock"}, Key: "tz"}}}
+	fromCM.Spec.Template.Spec.Containers = []corev1.Container{{Name: "manager", Args: []string{"--config=/capo_config.yaml"}, Env: []corev1.EnvVar{tz}}}
+	for name, objs := range map[string][]runtime.Object{
+		"no Deployment in ip-reserve runs Capo's manager": {cm},
+		"TZ is set from ConfigMap clock key tz":           {cm, fromCM},
+	} {
+		c := newCtl(t, objs...)
+		withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5"}})
+		code, out, errw := c.run("", "adopt-capo")
+		if code != 1 || !strings.Contains(errw, name) || !strings.Contains(errw, "Give --timezone") || !strings.Contains(errw, "will not guess") {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out, errw)
+		}
+		if l, _ := c.store.List(context.Background()); len(l.Entries) != 0 {
+			t.Fatalf("%s: wrote %v", name, l.Entries)
+		}
+		code, out, errw = c.run("", "adopt-capo", "--dry-run", "--timezone", "America/New_York")
+		if code != 0 || !strings.Contains(out, "zone America/New_York: --timezone") || !strings.Contains(squash(out), "10m0s 30m0s would adopt") {
+			t.Fatalf("%s, told the zone: exit %d\n%s%s", name, code, out, errw)
+		}
 	}
 }
 
@@ -154,7 +170,7 @@ func TestAdoptCapoWithoutATime(t *testing.T) {
 	}
 	c := newCtl(t, cm)
 	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5", "10.0.0.6"}})
-	code, out, errw := c.run("", "adopt-capo")
+	code, out, errw := c.run("", "adopt-capo", "--timezone", "UTC")
 	if code != 0 || !strings.Contains(out, "2 adopted") || !strings.Contains(out, "held one ipReserveTime from adoption") {
 		t.Fatalf("exit %d\n%s%s", code, out, errw)
 	}
@@ -162,7 +178,7 @@ func TestAdoptCapoWithoutATime(t *testing.T) {
 	if len(l.Entries) != 2 || l.Entries[0].Node != "" || !l.Entries[0].Seen.IsZero() || l.Entries[0].ReservedAt.IsZero() {
 		t.Fatalf("%+v", l.Entries)
 	}
-	if code, out, _ = c.run("", "adopt-capo"); code != 0 || !strings.Contains(out, "2 already held by capo") {
+	if code, out, _ = c.run("", "adopt-capo", "--timezone", "UTC"); code != 0 || !strings.Contains(out, "2 already held by capo") {
 		t.Fatalf("again: exit %d\n%s", code, out)
 	}
 }
@@ -195,7 +211,7 @@ func TestAdoptCapoSkipsWhatHasExpired(t *testing.T) {
 	zoo := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "zoo", Annotations: map[string]string{release.TTLAnnotation: "2h"}}}
 	c := newCtl(t, cm, zoo)
 	withCapo(t, &fakeCapo{cidrs: []string{"1.1.1.1", "10.0.0.5", "10.0.0.6"}})
-	code, out, errw := c.run("", "adopt-capo")
+	code, out, errw := c.run("", "adopt-capo", "--timezone", capoadopt.DefaultZone)
 	if code != 0 || !strings.Contains(squash(out), "10.0.0.5 kafka/broker-0 node-a 2026-11-21T11:10:00Z 50m0s due not adopted: expired under 40m0s (ipReserveTime)") ||
 		!strings.Contains(out, "1 adopted, 0 would be adopted, 0 already held by capo, 0 failed, 1 not adopted") {
 		t.Fatalf("exit %d\n%s%s", code, out, errw)

@@ -16,9 +16,9 @@ import (
 const (
 	agentSelector      = "app.kubernetes.io/name=capo,app.kubernetes.io/component=agent"
 	controllerSelector = "app.kubernetes.io/name=capo,app.kubernetes.io/component=controller"
-	// nodeInfoPath is the agent's read-only view of its node
-	// (daemon/agent.NodeInfoPath; not imported, to keep the agent's code
-	// out of capoctl's binary).
+	// nodeInfoPath is the agent's summary of its node beside /metrics,
+	// with no file's content (daemon/agent.NodeInfoPath; not imported, to
+	// keep the agent's code out of capoctl's binary).
 	nodeInfoPath = "/debug/capo/node"
 )
 
@@ -50,14 +50,17 @@ func (c *cli) fromPod(p *corev1.Pod, path string) ([]byte, error) {
 	return b, nil
 }
 
-// nodeInfo is the agent's NodeInfoPath answer, the fields capoctl reads.
+// nodeInfo is the agent's NodeInfoPath answer (a summary), or its
+// node-info command's (the CNI configs and journal too): the fields
+// capoctl reads.
 type nodeInfo struct {
 	Version         string            `json:"version"`
 	Wire            int               `json:"wireVersion"`
 	Conflists       map[string]string `json:"conflists,omitempty"`
 	RuntimeConf     string            `json:"runtimeConf,omitempty"`
 	CapoIPAMInChain *bool             `json:"capoIPAMInChain,omitempty"`
-	Journal         []json.RawMessage `json:"journal"`
+	JournalDepth    int               `json:"journalDepth"`      // the summary's
+	Journal         []json.RawMessage `json:"journal,omitempty"` // from node-info, or from an older agent's view
 	Errors          []string          `json:"errors,omitempty"`
 }
 

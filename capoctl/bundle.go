@@ -3,7 +3,6 @@ package capoctl
 import (
 	"archive/tar"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,24 +13,52 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/capo-net/capo/pkg/redact"
 )
+
+// bundleHelp says exactly what a bundle holds; docs/operations.md says
+// the same.
+const bundleHelp = `Write a support archive (tar.gz) of capo and of what capo reads of Calico:
+
+  status.json                 capoctl status, as -o json gives it
+  nodes/<node>/agent-metrics.txt
+                              the agent's /metrics
+  nodes/<node>/cni/<file>     the node's CNI configs (*.conflist, *.conf, *.json
+                              in the agent's --cni-conf-dir), and
+  nodes/<node>/journal.json   capo-ipam's journaled DELs: both read by running
+                              "capo-agent node-info" in the agent's container
+                              (pods/exec)
+  logs/<pod>/<container>.log  the last --tail lines of capo's pods
+  metrics/<pod>.txt           the controllers' /metrics
+  kubernetes/nodes.yaml       every Node (opt-in annotations, conditions)
+  kubernetes/<ns>/*.yaml      in --capo-namespace, capo's own objects only:
+                              its pods, DaemonSets and Deployments (labelled
+                              app.kubernetes.io/name=capo), its ConfigMaps
+                              (so labelled, and capo-config, capo-release),
+                              its Lease (--lease-name) and the Events about
+                              these
+  capo/reservations.yaml      capo's reservations
+  calico/*.yaml               Calico's ClusterInformation, IPPools,
+                              IPReservations and IPAM configuration
+  errors.txt                  what could not be collected, and why
+
+Nothing else of a shared namespace (kube-system) is read, and no Secret.
+Every file has its secrets replaced by <redacted>: values of keys named like a
+token, password, secret, credential or auth, key and certificate data given
+inline (a file path is kept), and PEM blocks, JSON Web Tokens and bearer
+credentials wherever they are. Journal records and Events still name pods
+and addresses: look through the archive before you send it.`
 
 func bundleCmd(a *app) *cobra.Command {
 	var file, lease string
 	var tail int64
 	cmd := &cobra.Command{
 		Use:   "bundle [-f FILE]",
-		Short: "Write a support archive (tar.gz)",
-		Long: `Write a support archive (tar.gz): capo's status; logs and metrics of capo's
-pods; capo's and Calico's objects (reservations, IPPools, IPReservations,
-ClusterInformation, IPAM config, nodes, capo's pods, DaemonSets, Deployments,
-ConfigMaps, Leases and Events); and each node's CNI configs and journal, read
-through its agent. No Secret is read. What cannot be read is listed in
-errors.txt; the archive is written all the same.`,
-		Args: cobra.NoArgs,
+		Short: "Write a support archive (tar.gz), secrets redacted",
+		Long:  bundleHelp,
+		Args:  cobra.NoArgs,
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the archive to write (default capo-bundle-<time>.tar.gz here)")
 	cmd.Flags().Int64Var(&tail, "tail", 10000, "log lines per container")
@@ -45,103 +72,69 @@ errors.txt; the archive is written all the same.`,
 		if err := b.write(file, c.now); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.out, "wrote %s: %d files, %d things not collected (errors.txt)\n", file, len(b.files), len(b.errs))
+		fmt.Fprintf(c.out, "wrote %s: %d files, %d things not collected (errors.txt), %d secrets redacted\n", file, len(b.files), len(b.errs), b.redacted)
 		return nil
 	})
 	return cmd
 }
 
 // bundle is the archive's files by path, and what could not be collected.
+// Everything added passes through redact.
 type bundle struct {
-	files map[string][]byte
-	errs  []string
+	files    map[string][]byte
+	errs     []string
+	redacted int
 }
 
-func (b *bundle) add(name string, data []byte, err error) {
+func (b *bundle) failed(name string, err error) {
+	out, _ := redact.Text([]byte(err.Error()))
+	b.errs = append(b.errs, name+": "+string(out))
+}
+
+// text adds a text (logs, metrics), redacted.
+func (b *bundle) text(name string, data []byte, err error) {
 	if err != nil {
-		b.errs = append(b.errs, name+": "+err.Error())
+		b.failed(name, err)
 		return
 	}
-	b.files[name] = data
+	out, n := redact.Text(data)
+	b.files[name], b.redacted = out, b.redacted+n
 }
 
+// json adds v as JSON, redacted.
+func (b *bundle) json(name string, v any) {
+	out, n, err := redact.Value(v)
+	if err != nil {
+		b.failed(name, err)
+		return
+	}
+	b.files[name], b.redacted = append(out, '\n'), b.redacted+n
+}
+
+// yaml adds v as YAML, redacted.
 func (b *bundle) yaml(name string, v any, err error) {
-	if err == nil {
-		var data []byte
-		data, err = yaml.Marshal(v)
-		b.add(name, data, err)
+	if err != nil {
+		b.failed(name, err)
 		return
 	}
-	b.add(name, nil, err)
+	out, n, err := redact.Value(v)
+	if err == nil {
+		out, err = yaml.JSONToYAML(out)
+	}
+	if err != nil {
+		b.failed(name, err)
+		return
+	}
+	b.files[name], b.redacted = out, b.redacted+n
 }
 
-// gather reads everything the bundle carries; nothing stops it.
-func (c *cli) gather(b *bundle, lease string, tail int64) {
-	r := c.collect(lease)
-	st, err := json.MarshalIndent(r, "", "  ")
-	b.add("status.json", st, err)
-	for _, n := range r.Nodes {
-		dir := "nodes/" + n.Node + "/"
-		if n.metrics != nil {
-			b.add(dir+"agent-metrics.txt", n.metrics, nil)
-		}
-		if n.info == nil {
-			continue
-		}
-		for name, conf := range n.info.Conflists {
-			b.add(dir+"cni/"+path.Base(name), []byte(conf), nil)
-		}
-		j, err := json.MarshalIndent(n.info.Journal, "", "  ")
-		b.add(dir+"journal.json", j, err)
+// conf adds a CNI config: JSON redacted as JSON, anything else withheld.
+func (b *bundle) conf(name, data string) {
+	out, n, err := redact.JSON([]byte(data))
+	if err != nil {
+		out = []byte("<withheld: " + err.Error() + ">\n")
 	}
-	ns, ctx := c.capoNS, c.ctx
-	core, apps := c.kube.CoreV1(), c.kube.AppsV1()
-	nodes, err := core.Nodes().List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/nodes.yaml", nodes, err)
-	pods, err := core.Pods(ns).List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/"+ns+"/pods.yaml", pods, err)
-	ds, err := apps.DaemonSets(ns).List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/"+ns+"/daemonsets.yaml", ds, err)
-	dep, err := apps.Deployments(ns).List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/"+ns+"/deployments.yaml", dep, err)
-	cms, err := core.ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/"+ns+"/configmaps.yaml", cms, err)
-	leases, err := c.kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/"+ns+"/leases.yaml", leases, err)
-	evs, err := core.Events(ns).List(ctx, metav1.ListOptions{})
-	b.yaml("kubernetes/"+ns+"/events.yaml", evs, err)
-	calicoPods, err := core.Pods("").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app in (calico-node,calico-kube-controllers,calico-typha)"})
-	b.yaml("kubernetes/calico-pods.yaml", calicoPods, err)
-	if pods != nil {
-		c.gatherPods(b, pods.Items, tail)
-	}
-	rows, err := c.rows(filter{})
-	b.yaml("capo/reservations.yaml", rows, err)
-	if c.calico != nil {
-		objs, errs := c.calico.Objects(ctx)
-		for name, v := range objs {
-			b.yaml("calico/"+name, v, nil)
-		}
-		for name, err := range errs {
-			b.add("calico/"+name, nil, err)
-		}
-	}
-}
-
-// gatherPods adds the logs of capo's pods, and the controllers' metrics
-// (the agents' are under nodes/).
-func (c *cli) gatherPods(b *bundle, pods []corev1.Pod, tail int64) {
-	for i := range pods {
-		p := &pods[i]
-		for _, ct := range p.Spec.Containers {
-			logs, err := c.kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ct.Name, TailLines: &tail}).DoRaw(c.ctx)
-			b.add("logs/"+p.Name+"/"+ct.Name+".log", logs, err)
-		}
-		if p.Labels["app.kubernetes.io/component"] == "controller" {
-			m, err := c.fromPod(p, "/metrics")
-			b.add("metrics/"+p.Name+".txt", m, err)
-		}
-	}
+	b.files[name], b.redacted = out, b.redacted+n
 }
 
 // write writes the archive under one top directory, errors.txt last.

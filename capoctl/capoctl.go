@@ -28,6 +28,7 @@ type cli struct {
 	kube      kubernetes.Interface
 	store     reserve.Store
 	calico    calicoInfo // nil in unit tests that need none
+	exec      podExec    // nil where pods cannot be exec'd into
 	capoNS    string
 	in        io.Reader
 	out, errw io.Writer
@@ -40,6 +41,7 @@ type clients struct {
 	kube   kubernetes.Interface
 	store  reserve.Store
 	calico calicoInfo
+	exec   podExec
 }
 
 // dialer reaches the Kubernetes API (for pods, nodes, the config) and the

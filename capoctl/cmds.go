@@ -145,14 +145,19 @@ func adoptCmd(a *app) *cobra.Command {
 		Long: `Take over the reservations of Capo (xdfdotcn/capo) with Capo's times, so
 ipReserveTime and ipReserveMaxCount continue where Capo left off; skips
 addresses Calico has allocated since; only reads Capo's objects; says per
-address what it would adopt (--dry-run) or adopted; safe to repeat.`,
+address what it would adopt (--dry-run) or adopted; safe to repeat.
+
+Capo's times carry no zone: they are its pod's wall clock. adopt-capo reads
+the zone from the TZ value Capo's Deployment gives its manager, and where
+that does not say it (Capo removed, TZ from a ConfigMap or envFrom, no TZ
+and the image's localtime) it stops and asks for --timezone: a wrong zone
+ends reservations early, so it never guesses.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().StringVar(&ao.namespace, "from-namespace", capoadopt.DefaultNamespace, "Capo's namespace, where its ConfigMap "+capoadopt.ConfigMapName+" is")
-	cmd.Flags().StringVar(&ao.zone, "timezone", capoadopt.DefaultZone, "the TZ of Capo's pod, which its times are written in without a zone (default: read from Capo's Deployment, else this)")
+	cmd.Flags().StringVar(&ao.zone, "timezone", "", "the TZ Capo's manager ran with: its times carry no zone. Read from Capo's Deployment where it sets TZ to a value; needed where it does not (Capo removed, TZ from a ConfigMap, none set)")
 	cmd.Flags().BoolVar(&ao.dryRun, "dry-run", false, "say what would be adopted, write nothing")
 	cmd.RunE = a.runs(func(c *cli, cmd *cobra.Command, _ []string) error {
-		ao.zoneSet = cmd.Flags().Changed("timezone")
 		r, err := dialCapo(a.cf)
 		if err != nil {
 			return err

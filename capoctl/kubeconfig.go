@@ -139,7 +139,7 @@ func connect(k *kubeFlags) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{kube: kube, store: calicostore.New(calico, reserve.DefaultLimits), calico: calicoClient{calico}}, nil
+	return &clients{kube: kube, store: calicostore.New(calico, reserve.DefaultLimits), calico: calicoClient{calico}, exec: execIn(r.rest, kube)}, nil
 }
 
 // checkCalicoAPI refuses to read Calico where a type capo uses is not

@@ -33,7 +33,7 @@ func (a *app) connect(cmd *cobra.Command) (*cli, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &cli{ctx: ctx, kube: cs.kube, store: cs.store, calico: cs.calico, capoNS: a.capoNS, in: a.in, out: a.out, errw: a.errw, now: a.now}, nil
+	return &cli{ctx: ctx, kube: cs.kube, store: cs.store, calico: cs.calico, exec: cs.exec, capoNS: a.capoNS, in: a.in, out: a.out, errw: a.errw, now: a.now}, nil
 }
 
 // namespace is -n when given, else "" (every namespace: reservations are

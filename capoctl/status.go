@@ -31,6 +31,7 @@ type nodeStatus struct {
 	Problems        []string `json:"problems,omitempty"`
 	info            *nodeInfo
 	metrics         []byte
+	pod             *corev1.Pod
 }
 
 type leaderStatus struct {
@@ -124,7 +125,7 @@ func (c *cli) nodeStatus(node string, opted bool, p *corev1.Pod) nodeStatus {
 		ns.Problems = append(ns.Problems, "opted in, but no capo-agent pod runs there: teardowns are left to capo-controller")
 		return ns
 	}
-	ns.Agent, ns.Ready, ns.Version = p.Name, podReady(p), imageTag(p)
+	ns.Agent, ns.Ready, ns.Version, ns.pod = p.Name, podReady(p), imageTag(p), p
 	if !ns.Ready {
 		ns.Problems = append(ns.Problems, "agent pod "+p.Name+" is not Ready")
 	}
@@ -192,7 +193,7 @@ func (ns *nodeStatus) fromInfo() {
 	case ns.OptedIn && !*ns.CapoIPAMInChain:
 		ns.Problems = append(ns.Problems, "opted in, but capo-ipam is not in the CNI chain of "+ns.info.RuntimeConf)
 	}
-	if d := len(ns.info.Journal); ns.JournalDepth == nil || d > *ns.JournalDepth {
+	if d := max(len(ns.info.Journal), ns.info.JournalDepth); ns.JournalDepth == nil || d > *ns.JournalDepth {
 		ns.JournalDepth = &d
 	}
 	if *ns.JournalDepth > 0 {

@@ -3,6 +3,7 @@ package capoctl
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -41,13 +42,14 @@ func (b body) Stream(context.Context) (io.ReadCloser, error) {
 // agentBed is a cluster with opted-in nodes, agent pods that answer
 // through the fake pod proxy, and a controller's Lease.
 type agentBed struct {
-	kube    *fake.Clientset
-	metrics map[string]string // pod: its /metrics
-	info    map[string]string // pod: its node view
+	kube     *fake.Clientset
+	metrics  map[string]string // pod: its /metrics
+	info     map[string]string // pod: its node summary
+	nodeInfo map[string]string // pod: what its node-info prints
 }
 
 func newAgentBed(t *testing.T, nodes ...string) *agentBed {
-	b := &agentBed{metrics: map[string]string{}, info: map[string]string{}}
+	b := &agentBed{metrics: map[string]string{}, info: map[string]string{}, nodeInfo: map[string]string{}}
 	renewed := metav1.NewMicroTime(now.Add(-3 * time.Second))
 	holder, dur := "capo-controller-0", int32(15)
 	objs := []runtime.Object{&coordv1.Lease{
@@ -84,7 +86,7 @@ func (b *agentBed) addAgent(t *testing.T, node string, ready bool, journaled int
 	name := "capo-agent-" + node
 	_, err := b.kube.CoreV1().Pods("capo-system").Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: name, Labels: map[string]string{"app.kubernetes.io/name": "capo", "app.kubernetes.io/component": "agent"}},
-		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/capo-net/capo:v0.3.0"}}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/capo-net/capo:v0.3.0", Command: []string{"/usr/local/bin/capo-agent"}, Args: []string{"--manage-cni", "--cni-conf-dir=/etc/cni/net.d"}}}},
 		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -94,10 +96,19 @@ func (b *agentBed) addAgent(t *testing.T, node string, ready bool, journaled int
 	b.info[name] = fmt.Sprintf(`{"version":"v0.3.0","wireVersion":%d,"runtimeConf":"10-calico.conflist","capoIPAMInChain":true,"journal":[]}`, wire.Version)
 }
 
+// exec answers node-info in an agent's container, as the agent would.
+func (b *agentBed) exec(_ context.Context, p *corev1.Pod, container string, cmd []string) ([]byte, error) {
+	out, ok := b.nodeInfo[p.Name]
+	if !ok || container != "agent" || strings.Join(cmd, " ") != "/usr/local/bin/capo-agent node-info --manage-cni --cni-conf-dir=/etc/cni/net.d" {
+		return nil, fmt.Errorf("exec %v in %s/%s: no such command", cmd, p.Name, container)
+	}
+	return []byte(out), nil
+}
+
 func (b *agentBed) run(args ...string) (int, string, string) {
 	var out, errw strings.Builder
 	dial := func(*kubeFlags) (*clients, error) {
-		return &clients{kube: b.kube, store: reservetest.NewStore(reserve.DefaultLimits), calico: fakeCalico{}}, nil
+		return &clients{kube: b.kube, store: reservetest.NewStore(reserve.DefaultLimits), calico: fakeCalico{}, exec: b.exec}, nil
 	}
 	code := run(args, strings.NewReader(""), &out, &errw, dial, now, "capoctl")
 	return code, out.String(), errw.String()
@@ -160,7 +171,7 @@ func TestStatusStaleLease(t *testing.T) {
 func TestBundle(t *testing.T) {
 	b := newAgentBed(t, "w1")
 	b.addAgent(t, "w1", true, 0)
-	b.info["capo-agent-w1"] = `{"wireVersion":2,"conflists":{"10-calico.conflist":"{\"plugins\":[]}"},"capoIPAMInChain":true,"journal":[{"name":"a.json","record":{"why":"agent away"}}]}`
+	b.nodeInfo["capo-agent-w1"] = `{"wireVersion":2,"conflists":{"10-calico.conflist":"{\"plugins\":[]}"},"capoIPAMInChain":true,"journal":[{"name":"a.json","record":{"why":"agent away"}}]}`
 	file := filepath.Join(t.TempDir(), "b.tar.gz")
 	code, out, errw := b.run("bundle", "-f", file)
 	if code != 0 || !strings.Contains(out, "wrote "+file) {
@@ -169,7 +180,7 @@ func TestBundle(t *testing.T) {
 	files := readTarGz(t, file)
 	for name, want := range map[string]string{
 		"b/status.json":                        `"holder": "capo-controller-0"`,
-		"b/nodes/w1/cni/10-calico.conflist":    `{"plugins":[]}`,
+		"b/nodes/w1/cni/10-calico.conflist":    `"plugins": []`,
 		"b/nodes/w1/journal.json":              "agent away",
 		"b/nodes/w1/agent-metrics.txt":         "capo_agent_can_reserve 1",
 		"b/kubernetes/capo-system/leases.yaml": "holderIdentity: capo-controller-0",
@@ -184,6 +195,50 @@ func TestBundle(t *testing.T) {
 	}
 	if code, _, errw := b.run("bundle", "-f", file); code != 1 || !strings.Contains(errw, "exists") {
 		t.Fatalf("an existing file is not overwritten: exit %d %s", code, errw)
+	}
+}
+
+// Planted secrets: a token and a private key in a node's conflist (as an
+// agent that redacted nothing would print them) and in ConfigMaps of
+// capo's namespace, capo's own and another's. None reaches the archive,
+// and nothing of the namespace that is not capo's is collected.
+func TestBundleRedacts(t *testing.T) {
+	const token, key = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2ln", "-----BEGIN RSA PRIVATE KEY-----\nMIIplantedkey\n-----END RSA PRIVATE KEY-----"
+	b := newAgentBed(t, "w1")
+	b.addAgent(t, "w1", true, 0)
+	plugin := map[string]any{"type": "calico", "policy": map[string]any{"k8s_auth_token": "plantedtoken"}, "etcd_key_file": "/calico-secrets/etcd-key", "etcd_key": key, "note": token}
+	conflist, _ := json.Marshal(map[string]any{"name": "k8s-pod-network", "plugins": []any{plugin}})
+	view, _ := json.Marshal(map[string]any{"wireVersion": 2, "conflists": map[string]string{"10-calico.conflist": string(conflist)}, "journal": []any{}})
+	b.nodeInfo["capo-agent-w1"] = string(view)
+	ctx := context.Background()
+	for _, cm := range []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "capo-release"}, Data: map[string]string{"note": "token: plantedtoken\n" + key}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "coredns"}, Data: map[string]string{"Corefile": "not capo's"}},
+	} {
+		if _, err := b.kube.CoreV1().ConfigMaps("capo-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.kube.CoreV1().Pods("capo-system").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: "kube-proxy-x"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "b.tar.gz")
+	if code, out, errw := b.run("bundle", "-f", file); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errw)
+	}
+	files := readTarGz(t, file)
+	for name, data := range files {
+		for _, secret := range []string{"plantedtoken", "MIIplantedkey", token, "not capo's", "kube-proxy-x"} {
+			if strings.Contains(data, secret) {
+				t.Errorf("%s holds %q:\n%s", name, secret, data)
+			}
+		}
+	}
+	if cni := files["b/nodes/w1/cni/10-calico.conflist"]; !strings.Contains(cni, `"/calico-secrets/etcd-key"`) || !strings.Contains(cni, "<redacted>") {
+		t.Errorf("the conflist, paths kept and secrets marked:\n%s", cni)
+	}
+	if !strings.Contains(files["b/kubernetes/capo-system/configmaps.yaml"], "capo-release") {
+		t.Errorf("capo's own ConfigMap not collected:\n%s", files["b/kubernetes/capo-system/configmaps.yaml"])
 	}
 }
 

@@ -53,17 +53,60 @@ func probeHandler(check Check) http.HandlerFunc {
 	}
 }
 
-// Serve serves mux on addr until ctx ends; what and flag name the
-// listener in the error when the address is taken.
+// Limits bound a listener of a node daemon on the host network, where
+// every pod of the node can reach it: a slow or idle client is cut off,
+// and past MaxInFlight requests at once the rest are answered 503 at once
+// rather than queued (the kubelet's probes and Prometheus retry).
+type Limits struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxInFlight                   int
+	MaxHeaderBytes                int
+}
+
+// DefaultLimits are generous for /metrics (a scrape is a few hundred
+// KiB, written in well under a second) and the probes.
+var DefaultLimits = Limits{
+	ReadHeader: 5 * time.Second, Read: 10 * time.Second, Write: 30 * time.Second, Idle: 60 * time.Second,
+	MaxInFlight: 16, MaxHeaderBytes: 16 << 10,
+}
+
+// Serve serves mux on addr until ctx ends, within DefaultLimits; what and
+// flag name the listener in the error when the address is taken.
 func Serve(ctx context.Context, addr string, mux http.Handler, what, flag string) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s listener on %s (is another process using the port? see %s): %w", what, addr, flag, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return serveOn(ctx, l, mux, DefaultLimits)
+}
+
+func serveOn(ctx context.Context, l net.Listener, h http.Handler, lim Limits) error {
+	srv := &http.Server{
+		Handler:           inFlight(h, lim.MaxInFlight),
+		ReadHeaderTimeout: lim.ReadHeader,
+		ReadTimeout:       lim.Read,
+		WriteTimeout:      lim.Write,
+		IdleTimeout:       lim.Idle,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+	}
 	go func() { <-ctx.Done(); _ = srv.Close() }()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// inFlight answers 503 to a request past max at once.
+func inFlight(h http.Handler, limit int) http.Handler {
+	slots := make(chan struct{}, limit)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many requests at once", http.StatusServiceUnavailable)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +24,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == agent.NodeInfoCommand {
+		os.Exit(nodeInfo(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(daemon.Main("capo-agent", parseFlags, func(ctx context.Context, opts agent.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
 		meta, err := kubeclient.Metadata("capo-agent", 50)
 		if err != nil {
@@ -33,6 +37,23 @@ func main() {
 		}
 		return agent.New(opts, kube, meta, calico).Run(ctx)
 	}))
+}
+
+// nodeInfo prints the node's CNI configs and journal, redacted, and exits:
+// `capo-agent node-info <the agent's own flags>`, which capoctl bundle runs
+// in the agent's container through pods/exec. It reads the files itself,
+// so it answers while the agent is stuck too.
+func nodeInfo(args []string, out, errw io.Writer) int {
+	opts, _, _, err := parseFlags(args)
+	if err != nil {
+		fmt.Fprintln(errw, err)
+		return 2
+	}
+	if err := agent.WriteNodeInfo(out, opts); err != nil {
+		fmt.Fprintln(errw, "capo-agent node-info:", err)
+		return 1
+	}
+	return 0
 }
 
 func parseFlags(args []string) (agent.Options, slog.Level, float32, error) {

@@ -279,7 +279,7 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mux.HandleFunc("GET "+NodeInfoPath, a.handleNodeInfo)
+	mux.Handle("GET "+NodeInfoPath, a.nodeSummary())
 	if a.opts.HealthAddr == "" || a.opts.HealthAddr == a.opts.MetricsAddr {
 		daemon.HandleProbes(mux, a.readiness.ready, a.readiness.live)
 		return daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr")

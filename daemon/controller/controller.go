@@ -166,11 +166,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.opts.CalicoAPI != nil {
 		go c.opts.CalicoAPI.Run(ctx)
 	}
-	config.Watch(ctx, c.kube, c.opts.Namespace, c.opts.ConfigMap, c.config, c.onConfig)
-	if !c.caches.start(ctx.Done()) {
+	configSynced := config.Watch(ctx, c.kube, c.opts.Namespace, c.opts.ConfigMap, c.config, c.onConfig)
+	if !c.caches.start(ctx.Done()) || !cache.WaitForCacheSync(ctx.Done(), configSynced) {
 		return errors.New("informer caches did not sync")
 	}
 	owners := c.releaser.owners
+	for _, err := range checkOwnerKinds(owners, c.config.Get().OwnerKinds) {
+		slog.Error("an owner kind is refused: its members' reservations end by their time only", "err", err)
+	}
 	owners.sync(c.config.Get().OwnerKinds, c.now())
 	defer owners.closeAll()
 	owners.waitListed(ownerListWait)

@@ -131,6 +131,9 @@ func resourceOf(d discovery.DiscoveryInterface, k owners.Kind) (schema.GroupVers
 		if r.Kind != k.Kind || strings.Contains(r.Name, "/") || (k.Resource != "" && r.Name != k.Resource) {
 			continue
 		}
+		if err := scopeError(k, r); err != nil {
+			return schema.GroupVersionResource{}, err
+		}
 		return gv.WithResource(r.Name), nil
 	}
 	return schema.GroupVersionResource{}, fmt.Errorf("%s is not served: %s has no such kind", k, gv)

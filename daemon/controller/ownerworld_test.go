@@ -79,7 +79,7 @@ func TestResourceOf(t *testing.T) {
 	kube := fake.NewClientset()
 	kube.Resources = []*metav1.APIResourceList{{
 		GroupVersion: "apps.kruise.io/v1beta1",
-		APIResources: []metav1.APIResource{{Name: "statefulsets/status", Kind: "StatefulSet"}, {Name: "statefulsets", Kind: "StatefulSet"}},
+		APIResources: []metav1.APIResource{{Name: "statefulsets/status", Kind: "StatefulSet"}, {Name: "statefulsets", Kind: "StatefulSet", Namespaced: true}},
 	}}
 	gvr, err := resourceOf(kube.Discovery(), owners.KruiseStatefulSet)
 	if err != nil || gvr.Resource != "statefulsets" || gvr.Group != "apps.kruise.io" {

@@ -47,9 +47,9 @@ type Source struct {
 	Times map[string]string // the ConfigMap's data: address -> Capo's record
 	Zone  *time.Location    // the zone Capo's pod wrote its times in
 	// Also is another zone they may have been written in (--timezone and
-	// Capo's Deployment disagree, or the zone is only a guess): each time
-	// is read in both, and the later that is not in the future kept, so
-	// that neither reading ends a reservation early.
+	// Capo's Deployment disagree): each time is read in both, and the
+	// later that is not in the future kept, so that neither reading ends
+	// a reservation early.
 	Also *time.Location
 }
 

@@ -113,24 +113,40 @@ func TestExclude(t *testing.T) {
 	}
 }
 
+// The zone is read only where the Deployment says it for certain: TZ as
+// a value (the last one, as the kubelet takes it). Anything else says why.
 func TestDeployedZone(t *testing.T) {
-	manager := func(env ...corev1.EnvVar) appsv1.Deployment {
+	manager := func(c corev1.Container) appsv1.Deployment {
 		d := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "capo"}}
-		d.Spec.Template.Spec.Containers = []corev1.Container{
-			{Name: "kube-rbac-proxy", Args: []string{"--secure-listen-address=0.0.0.0:8443"}},
-			{Name: "manager", Command: []string{"/manager"}, Args: []string{"--config=/capo_config.yaml"}, Env: env},
-		}
+		c.Name, c.Command, c.Args = "manager", []string{"/manager"}, []string{"--config=/capo_config.yaml"}
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-rbac-proxy", Args: []string{"--secure-listen-address=0.0.0.0:8443"}}, c}
 		return d
 	}
+	tz := func(v string) corev1.EnvVar { return corev1.EnvVar{Name: "TZ", Value: v} }
+	fromCM := corev1.EnvVar{Name: "TZ", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "clock"}, Key: "tz"}}}
 	other := appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
-	if z, d, ok := DeployedZone([]appsv1.Deployment{other, manager(corev1.EnvVar{Name: "POD_NAMESPACE"}, corev1.EnvVar{Name: "TZ", Value: "Asia/Shanghai"})}); !ok || z != "Asia/Shanghai" || d != "capo" {
-		t.Fatalf("%q %q %v", z, d, ok)
+	for name, c := range map[string]struct {
+		spec         corev1.Container
+		zone, unsure string
+	}{
+		"TZ value":          {corev1.Container{Env: []corev1.EnvVar{{Name: "POD_NAMESPACE"}, tz("Asia/Shanghai")}}, "Asia/Shanghai", ""},
+		"last TZ counts":    {corev1.Container{Env: []corev1.EnvVar{tz("Asia/Shanghai"), tz("America/New_York")}}, "America/New_York", ""},
+		"colon form":        {corev1.Container{Env: []corev1.EnvVar{tz(":Europe/Berlin")}}, "Europe/Berlin", ""},
+		"empty TZ is UTC":   {corev1.Container{Env: []corev1.EnvVar{tz("")}}, "UTC", ""},
+		"TZ over envFrom":   {corev1.Container{Env: []corev1.EnvVar{tz("UTC")}, EnvFrom: []corev1.EnvFromSource{{}}}, "UTC", ""},
+		"TZ from ConfigMap": {corev1.Container{Env: []corev1.EnvVar{fromCM}}, "", "ConfigMap clock key tz"},
+		"TZ a file":         {corev1.Container{Env: []corev1.EnvVar{tz("/etc/zone")}}, "", "the file /etc/zone"},
+		"envFrom only":      {corev1.Container{EnvFrom: []corev1.EnvFromSource{{}}}, "", "envFrom"},
+		"no TZ":             {corev1.Container{}, "", "image's /etc/localtime"},
+		"localtime mounted": {corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "lt", MountPath: "/etc/localtime"}}}, "", "mounts /etc/localtime"},
+	} {
+		z := DeployedZone([]appsv1.Deployment{other, manager(c.spec)})
+		if z.Deployment != "capo" || z.Name != c.zone || (c.unsure == "") != (z.Unsure == "") || !strings.Contains(z.Unsure, c.unsure) {
+			t.Errorf("%s: %+v", name, z)
+		}
 	}
-	if z, _, ok := DeployedZone([]appsv1.Deployment{manager()}); !ok || z != "UTC" {
-		t.Fatalf("no TZ: %q %v", z, ok)
-	}
-	if _, _, ok := DeployedZone([]appsv1.Deployment{other}); ok {
-		t.Fatal("found Capo in a namespace without it")
+	if z := DeployedZone([]appsv1.Deployment{other}); z != (Zone{}) {
+		t.Fatalf("found Capo in a namespace without it: %+v", z)
 	}
 }
 

@@ -71,7 +71,7 @@ func Watch(ctx context.Context, kube kubernetes.Interface, namespace, name strin
 		}
 		onLoad(err)
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    load,
 		UpdateFunc: func(_, obj any) { load(obj) },
 		DeleteFunc: func(any) {
@@ -88,7 +88,9 @@ func Watch(ctx context.Context, kube kubernetes.Interface, namespace, name strin
 			slog.Info("no config ConfigMap; the defaults are in force", "configmap", namespace+"/"+name)
 		}
 	}()
-	return inf.HasSynced
+	// Synced once the handler has loaded what the first list found, not
+	// only once the informer's store holds it.
+	return func() bool { return reg != nil && reg.HasSynced() }
 }
 
 func fromConfigMap(cm *corev1.ConfigMap) (*Config, error) {

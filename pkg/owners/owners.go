@@ -7,6 +7,7 @@ package owners
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +67,12 @@ func KeyOf(ref metav1.OwnerReference) string {
 	return Key(gv.Group, ref.Kind)
 }
 
-// Validate reports what is wrong with a listed kind.
+// Validate reports what is wrong with a listed kind. Each listed kind is a
+// cluster-wide list and watch grant for capo-controller (the chart's RBAC),
+// so only a named custom resource's kind is taken: never the core group
+// (Secrets, ConfigMaps), a Kubernetes group, or a wildcard. Whether the
+// kind is namespaced only the API server says: capo-controller asks it at
+// start (daemon/controller, ownerkinds.go).
 func (k Kind) Validate() error {
 	switch {
 	case k.Kind == "" || k.Version == "":
@@ -78,5 +84,48 @@ func (k Kind) Validate() error {
 	case k.Resource != "" && strings.ToLower(k.Resource) != k.Resource:
 		return fmt.Errorf("ownerKinds entry %s: resource %q must be the lower-case plural (as in RBAC)", k, k.Resource)
 	}
+	if why := k.groupProblem(); why != "" {
+		return fmt.Errorf("ownerKinds entry %s: %s; list the group and kind of the custom resource that owns the pods, e.g. {group: apps.example.com, version: v1, kind: Broker, resource: brokers}", k, why)
+	}
+	if why := k.nameProblem(); why != "" {
+		return fmt.Errorf("ownerKinds entry %s: %s", k, why)
+	}
 	return nil
 }
+
+// groupProblem says why k's group cannot hold a pod owner capo is told of.
+func (k Kind) groupProblem() string {
+	switch g := k.Group; {
+	case strings.Contains(g, "*"):
+		return "a wildcard would grant capo-controller list and watch on every group"
+	case g == "":
+		return "the core group (Secret, ConfigMap, Pod) has no owner of pods with stable names, and a grant there reads them cluster-wide"
+	case g == "k8s.io" || strings.HasSuffix(g, ".k8s.io") || !strings.Contains(g, "."):
+		return fmt.Sprintf("group %q is one of Kubernetes' own, whose pod owners capo knows (StatefulSet) or that never keep a pod's name", g)
+	case !dnsSubdomain.MatchString(g):
+		return fmt.Sprintf("group %q is not a DNS subdomain", g)
+	}
+	return ""
+}
+
+// nameProblem says what is wrong with k's kind, version and resource as
+// names: a wildcard, or not what the API server takes.
+func (k Kind) nameProblem() string {
+	switch {
+	case strings.Contains(k.Kind+k.Version+k.Resource, "*"):
+		return "a wildcard would grant capo-controller list and watch on every kind; name one"
+	case !kindName.MatchString(k.Kind):
+		return fmt.Sprintf("kind %q is not a kind's name (CamelCase, e.g. Broker)", k.Kind)
+	case !dnsLabel.MatchString(k.Version):
+		return fmt.Sprintf("version %q is not an API version (e.g. v1, v1beta1)", k.Version)
+	case k.Resource != "" && !dnsLabel.MatchString(k.Resource):
+		return fmt.Sprintf("resource %q is not a resource's plural name (e.g. brokers)", k.Resource)
+	}
+	return ""
+}
+
+var (
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$`)
+	dnsLabel     = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	kindName     = regexp.MustCompile(`^[A-Za-z]([-A-Za-z0-9]*[A-Za-z0-9])?$`)
+)

@@ -1,6 +1,7 @@
 package owners
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,20 +24,31 @@ func TestKeyOf(t *testing.T) {
 	}
 }
 
+// A listed kind is a cluster-wide grant: only a named custom resource's
+// kind is taken, and the error says why not.
 func TestValidate(t *testing.T) {
 	for _, c := range []struct {
-		k  Kind
-		ok bool
+		k    Kind
+		want string // "" is valid
 	}{
-		{Kind{Group: "example.com", Version: "v1", Kind: "Broker"}, true},
-		{Kind{Group: "example.com", Version: "v1", Kind: "Broker", Resource: "brokers"}, true},
-		{Kind{Group: "example.com", Kind: "Broker"}, false},
-		{Kind{Group: "apps.kruise.io", Version: "v1alpha1", Kind: "StatefulSet"}, false},
-		{Kind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, false},
-		{Kind{Group: "example.com", Version: "v1", Kind: "Broker", Resource: "Brokers"}, false},
+		{Kind{Group: "example.com", Version: "v1", Kind: "Broker"}, ""},
+		{Kind{Group: "example.com", Version: "v1", Kind: "Broker", Resource: "brokers"}, ""},
+		{Kind{Group: "leaderworkerset.x-k8s.io", Version: "v1", Kind: "LeaderWorkerSet", Resource: "leaderworkersets"}, ""},
+		{Kind{Group: "example.com", Kind: "Broker"}, "kind and version are required"},
+		{Kind{Group: "apps.kruise.io", Version: "v1alpha1", Kind: "StatefulSet"}, "without being told"},
+		{Kind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}, "generated"},
+		{Kind{Group: "example.com", Version: "v1", Kind: "Broker", Resource: "Brokers"}, "lower-case plural"},
+		{Kind{Group: "", Version: "v1", Kind: "Secret", Resource: "secrets"}, "the core group"},
+		{Kind{Group: "*", Version: "v1", Kind: "Broker", Resource: "brokers"}, "wildcard"},
+		{Kind{Group: "example.com", Version: "v1", Kind: "*", Resource: "*"}, "wildcard"},
+		{Kind{Group: "batch", Version: "v1", Kind: "Job", Resource: "jobs"}, "Kubernetes' own"},
+		{Kind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Resource: "clusterroles"}, "Kubernetes' own"},
+		{Kind{Group: "Example.COM", Version: "v1", Kind: "Broker"}, "not a DNS subdomain"},
+		{Kind{Group: "example.com", Version: "v1", Kind: "Broker", Resource: "brokers/status"}, "not a resource's plural"},
 	} {
-		if err := c.k.Validate(); (err == nil) != c.ok {
-			t.Errorf("Validate(%s) = %v, want ok %v", c.k, err, c.ok)
+		err := c.k.Validate()
+		if (err == nil) != (c.want == "") || err != nil && !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", c.k, err, c.want)
 		}
 	}
 }

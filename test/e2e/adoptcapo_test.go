@@ -249,10 +249,14 @@ func TestAdoptCapoWhileCapoRuns(t *testing.T) {
 	capo.release(redis[0].IP())
 	after := capo.versions()
 
-	// Capo's webhook and Deployment removed; adopt once more.
+	// Capo's webhook and Deployment removed: nothing says the zone any
+	// more, so adopt-capo asks for it; told, it adopts once more.
 	capo.undeploy()
-	out = adoptCapo(t, env, capo)
-	if !strings.Contains(out, "zone Asia/Shanghai or UTC: ") || !strings.Contains(out, "0 adopted, 0 would be adopted, 1 already held by capo") {
+	if out, code := capoctl(t, env, "", "adopt-capo", "--from-namespace="+capo.ns); code != 1 || !strings.Contains(out, "Give --timezone") {
+		t.Fatalf("adopt after Capo is removed, no --timezone: exit %d\n%s", code, out)
+	}
+	out = adoptCapo(t, env, capo, "--timezone="+capoadopt.DefaultZone)
+	if !strings.Contains(out, "zone Asia/Shanghai: --timezone") || !strings.Contains(out, "0 adopted, 0 would be adopted, 1 already held by capo") {
 		t.Fatalf("adopt after Capo is removed:\n%s", out)
 	}
 	if before == after || capo.versions() != after {
@@ -285,8 +289,8 @@ func TestAdoptCapoAfterCapoIsGone(t *testing.T) {
 	deleteUnderCapo(t, env, capo, redis[0], now.Add(-20*time.Second))
 	deleteUnderCapo(t, env, capo, redis[1], now.Add(-5*time.Minute)) // Capo died before releasing it
 
-	out := adoptCapo(t, env, capo)
-	if !strings.Contains(out, "1 adopted") || !strings.Contains(out, "not adopted: expired under 1m0s (ipReserveTime)") || !strings.Contains(out, "zone Asia/Shanghai or UTC: ") {
+	out := adoptCapo(t, env, capo, "--timezone="+capoadopt.DefaultZone)
+	if !strings.Contains(out, "1 adopted") || !strings.Contains(out, "not adopted: expired under 1m0s (ipReserveTime)") || !strings.Contains(out, "zone Asia/Shanghai: --timezone") {
 		t.Fatalf("adopt:\n%s", out)
 	}
 	capo.remove()

@@ -1,10 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capocli "github.com/capo-net/capo/capoctl"
 	"github.com/capo-net/capo/test/testbed"
@@ -55,6 +62,16 @@ func TestCapoctlStatusAndBundle(t *testing.T) {
 			t.Fatalf("version: exit %d\n%s", code, out)
 		}
 
+		// What the agent serves beside /metrics, to anything on the node
+		// network, is a summary: no conflist, no journal.
+		summary := httpGet(t, "http://"+a.MetricsAddr+"/debug/capo/node")
+		if strings.Contains(summary, "k8s-pod-network") || strings.Contains(summary, "capo-ipam\"") || !strings.Contains(summary, `"capoIPAMInChain":true`) {
+			t.Fatalf("the node summary beside /metrics:\n%s", summary)
+		}
+
+		// A token and a private key planted in a CNI config on the node and
+		// in ConfigMaps of capo's namespace, capo's own and another's.
+		plantSecrets(t, env, node.ConfDir)
 		file := filepath.Join(t.TempDir(), "bundle.tar.gz")
 		if out, code = capoctl(t, env, "", "bundle", "-f", file); code != 0 || !strings.Contains(out, "wrote "+file) {
 			t.Fatalf("bundle: exit %d\n%s", code, out)
@@ -62,17 +79,23 @@ func TestCapoctlStatusAndBundle(t *testing.T) {
 		files := untar(t, file)
 		for name, want := range map[string]string{
 			"status.json": `"agent": "capo-agent-` + env.ID + `"`,
-			"nodes/" + env.Node + "/cni/10-calico.conflist": "capo-ipam",
-			"nodes/" + env.Node + "/journal.json":           "[]",
-			"nodes/" + env.Node + "/agent-metrics.txt":      "capo_agent_can_reserve 1",
-			"kubernetes/" + env.Namespace + "/leases.yaml":  "holderIdentity: ctl-" + env.ID,
-			"calico/clusterinformation.yaml":                "v3.31.0",
-			"calico/ippools.yaml":                           "cidr:",
-			"errors.txt":                                    "", // the bed has no kubelet: logs are listed as not collected
+			"nodes/" + env.Node + "/agent-metrics.txt":         "capo_agent_can_reserve 1",
+			"kubernetes/" + env.Namespace + "/leases.yaml":     "holderIdentity: ctl-" + env.ID,
+			"kubernetes/" + env.Namespace + "/configmaps.yaml": "capo-release",
+			"calico/clusterinformation.yaml":                   "v3.31.0",
+			"calico/ippools.yaml":                              "cidr:",
+			"errors.txt":                                       "capo-agent node-info (pods/exec", // the bed has no kubelet to exec in
 		} {
 			got, ok := files["bundle/"+name]
 			if !ok || !strings.Contains(got, want) {
 				t.Errorf("bundle's %s (present %v) lacks %q:\n%s", name, ok, want, got)
+			}
+		}
+		for name, data := range files {
+			for _, secret := range plantedSecrets {
+				if strings.Contains(data, secret) {
+					t.Errorf("bundle's %s holds the planted %q", name, secret)
+				}
 			}
 		}
 
@@ -91,4 +114,41 @@ func untar(t *testing.T, file string) map[string]string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// plantedSecrets are what plantSecrets puts where a bundle could reach.
+var plantedSecrets = []string{"planted-token-6a1f", "MIIplantedKeyMaterial", "not capo's"}
+
+// plantSecrets writes a CNI config holding a token and a private key into
+// the node's conf dir (after Calico's, so the runtime never uses it), and
+// ConfigMaps into capo's namespace: capo's release requests with the same,
+// and one that is not capo's.
+func plantSecrets(t *testing.T, env *testbed.Env, confDir string) {
+	t.Helper()
+	key := `-----BEGIN RSA PRIVATE KEY-----\nMIIplantedKeyMaterial\n-----END RSA PRIVATE KEY-----`
+	conf := `{"name":"old-calico","cniVersion":"0.3.1","plugins":[{"type":"calico","policy":{"type":"k8s","k8s_auth_token":"planted-token-6a1f"},"etcd_key":"` + key + `"}]}`
+	if err := os.WriteFile(filepath.Join(confDir, "90-planted.conflist"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, data := range map[string]string{"capo-release": "token: planted-token-6a1f\nkey: |\n  " + strings.ReplaceAll(key, `\n`, "\n  "), "coredns": "not capo's"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.Namespace}, Data: map[string]string{"note": data}}
+		if _, err := env.Bed.Kube.CoreV1().ConfigMaps(env.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -154,11 +154,16 @@ func KruiseOwnedBy(set *unstructured.Unstructured) PodOption {
 // CreateCRD installs a namespaced custom resource of any content, for a
 // listed owner kind: group (with a dot), kind, and plural, served in v1.
 func (b *Bed) CreateCRD(ctx context.Context, group, kind, plural string) error {
+	return b.CreateCRDScoped(ctx, group, kind, plural, "Namespaced")
+}
+
+// CreateCRDScoped is CreateCRD with its scope: Namespaced or Cluster.
+func (b *Bed) CreateCRDScoped(ctx context.Context, group, kind, plural, scope string) error {
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 		"metadata": map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
-			"group": group, "scope": "Namespaced",
+			"group": group, "scope": scope,
 			"names": map[string]any{"kind": kind, "plural": plural, "singular": strings.ToLower(kind), "listKind": kind + "List"},
 			"versions": []any{map[string]any{
 				"name": "v1", "served": true, "storage": true,

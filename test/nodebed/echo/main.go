@@ -3,14 +3,17 @@
 // pod's name (its host name) and UID (POD_UID, from the downward API), so
 // a client can tell which pod, and which incarnation of it, holds an
 // address. As a client it dials once (-dial) or keeps dialling (-probe),
-// one line per attempt, for the test to read in the pod's log.
+// one line per attempt, for the test to read in the pod's log. With -get
+// it fetches each URL over HTTP once, prints what it got and exits.
 package main
 
 import (
 	"bufio"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -19,10 +22,10 @@ import (
 )
 
 type config struct {
-	serve, dial, probe string
-	every, timeout     time.Duration
-	allocMiB           int    // memory to hold, so that a kubelet ranks the pod first for eviction
-	allocOn            string // hold it only on this host name (one member of a StatefulSet)
+	serve, dial, probe, get string
+	every, timeout          time.Duration
+	allocMiB                int    // memory to hold, so that a kubelet ranks the pod first for eviction
+	allocOn                 string // hold it only on this host name (one member of a StatefulSet)
 }
 
 func main() {
@@ -30,6 +33,7 @@ func main() {
 	flag.StringVar(&c.serve, "serve", "", "listen on this address and answer with the pod's name and UID")
 	flag.StringVar(&c.dial, "dial", "", "dial this address once, print the answer, exit non-zero on failure")
 	flag.StringVar(&c.probe, "probe", "", "dial this address every -every, logging each outcome")
+	flag.StringVar(&c.get, "get", "", "comma-separated URLs: GET each once, print its status and body, exit")
 	flag.DurationVar(&c.every, "every", 100*time.Millisecond, "interval between probes")
 	flag.DurationVar(&c.timeout, "timeout", time.Second, "deadline of one connection")
 	flag.IntVar(&c.allocMiB, "alloc-mib", 0, "MiB of memory to hold")
@@ -40,6 +44,11 @@ func main() {
 
 func run(c config) int {
 	switch {
+	case c.get != "":
+		for _, url := range strings.Split(c.get, ",") {
+			fmt.Printf("GET %s %s\n", url, get(url, c.timeout))
+		}
+		return 0
 	case c.dial != "":
 		answer, err := ask(c.dial, c.timeout)
 		if err != nil {
@@ -126,4 +135,18 @@ func ask(addr string, timeout time.Duration) (string, error) {
 		return "", fmt.Errorf("reading the answer: %w", err)
 	}
 	return strings.TrimSpace(line), nil
+}
+
+// get is "<status> <body>" of a GET of url, or "error <reason>".
+func get(url string, timeout time.Duration) string {
+	resp, err := (&http.Client{Timeout: timeout}).Get(url)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "error reading the body: " + err.Error()
+	}
+	return fmt.Sprintf("%d %s", resp.StatusCode, body)
 }

@@ -76,3 +76,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - name: CAPO_MEMORY_LIMIT
   valueFrom: {resourceFieldRef: {resource: limits.memory}}
 {{- end }}
+
+{{- /* capo.seconds is a Go duration (40m, 1h30m, 0) in seconds, as a float:
+     the chart compares the config's durations before capo has to refuse
+     them. */}}
+{{- define "capo.seconds" -}}
+{{- $units := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9.]+(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $n := regexFind "^[0-9.]+" . -}}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n .))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end }}
