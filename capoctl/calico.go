@@ -8,7 +8,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"k8s.io/client-go/discovery"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // calicoInfo is what status, version and bundle read of Calico itself.
@@ -51,10 +51,10 @@ func (c calicoClient) Objects(ctx context.Context) (map[string]any, map[string]e
 }
 
 // CalicoAPIMode names the API group Calico keeps its resources in, decided
-// as every capo component decides it (pkg/calicoapi), or the etcd
+// as every capo component decides it (pkg/calico/apigroup), or the etcd
 // datastore; with what is wrong in it, where capo cannot work there.
 var CalicoAPIMode = func(ctx context.Context, d discovery.DiscoveryInterface) string {
-	m, err := calicoapi.Verify(ctx, d, etcdMode(), "", calicoapi.All)
+	m, err := apigroup.Verify(ctx, d, etcdMode(), "", apigroup.All)
 	if err != nil {
 		return fmt.Sprintf("%s (%v)", m, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/v3client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -144,15 +144,15 @@ func connect(k *kubeFlags) (*clients, error) {
 
 // checkCalicoAPI refuses to read Calico where a type capo uses is not
 // served in the group Calico uses: libcalico-go would print an empty list.
-func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (calicoapi.Mode, error) {
+func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (apigroup.Mode, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return calicoapi.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", calicoapi.All)
+	return apigroup.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", apigroup.All)
 }
 
 // calicoFor is the Calico client of r's cluster, once its API group is
 // checked: in native projectcalico.org/v3, capo's own client for every
-// Calico CRD capo reads or writes (pkg/calicov3).
+// Calico CRD capo reads or writes (pkg/calico/v3client).
 func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error) {
 	cfg, err := calicoConfig(r)
 	if err != nil {
@@ -166,8 +166,8 @@ func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error
 	if err != nil {
 		return nil, fmt.Errorf("calico datastore: %w", err)
 	}
-	if m.Source == calicoapi.SourceEtcd || m.Group != calicoapi.GroupV3 {
+	if m.Source == apigroup.SourceEtcd || m.Group != apigroup.GroupV3 {
 		return calico, nil
 	}
-	return calicov3.NewClient(calico, r.rest)
+	return v3client.NewClient(calico, r.rest)
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/apiconfig"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/v3client"
 	"github.com/capo-net/capo/pkg/kubeclient"
 )
 
@@ -32,14 +32,14 @@ func calicoClient(qps float32) (clientv3.Interface, apiconfig.DatastoreType, err
 
 // inGroup is c with every Calico CRD capo uses read and written in m's
 // group: in native projectcalico.org/v3 through capo's own client
-// (pkg/calicov3), since libcalico-go v3.31 knows only crd.projectcalico.org/v1.
-func inGroup(m calicoapi.Mode, component string, qps float32, c clientv3.Interface) (clientv3.Interface, error) {
-	if m.Source == calicoapi.SourceEtcd || m.Group != calicoapi.GroupV3 {
+// (pkg/calico/v3client), since libcalico-go v3.31 knows only crd.projectcalico.org/v1.
+func inGroup(m apigroup.Mode, component string, qps float32, c clientv3.Interface) (clientv3.Interface, error) {
+	if m.Source == apigroup.SourceEtcd || m.Group != apigroup.GroupV3 {
 		return c, nil
 	}
 	cfg, err := kubeclient.REST(component, qps)
 	if err != nil {
 		return nil, err
 	}
-	return calicov3.NewClient(c, cfg)
+	return v3client.NewClient(c, cfg)
 }

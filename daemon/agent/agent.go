@@ -19,7 +19,7 @@ import (
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/pause"
@@ -77,7 +77,7 @@ type Agent struct {
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
 	prober    *prober
-	lock      *calicogate.Follower // Calico's datastore lock
+	lock      *gate.Follower // Calico's datastore lock
 }
 
 // New builds an agent on real clients; meta reads objects' metadata only.
@@ -93,7 +93,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.readiness = newReadiness(a.metrics, time.Now)
 	// Calico's datastore lock wakes the prober, so that the agent turns
 	// not ready (and refuses to write) within the prober's short retry.
-	a.lock = calicogate.NewFollower(opts.Dynamic, calicogate.ClusterInfoReady(calico), a.readiness.poke)
+	a.lock = gate.NewFollower(opts.Dynamic, gate.ClusterInfoReady(calico), a.readiness.poke)
 	objects := calicostore.New(calico, reserve.DefaultLimits)
 	a.store = watchedStore{Store: objects, r: a.readiness}
 	cfg := a.config.Get

@@ -8,27 +8,27 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/discovery"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // errAPINotChecked holds writes back until the prober's first check of
 // Calico's API group: a write in a group Calico does not read is a loss.
-var errAPINotChecked = calicoapi.ErrNotChecked
+var errAPINotChecked = apigroup.ErrNotChecked
 
-// apiChecker is calicogate.Check on every Calico type the agent touches.
+// apiChecker is gate.Check on every Calico type the agent touches.
 // A *NotServedError, *UnsupportedError, *MismatchError or *LockedError is
 // sticky (the agent is not ready and refuses to write until a later check
 // passes); any other error is a failed probe.
 func apiChecker(disc discovery.DiscoveryInterface, netconf func() string, lock func(context.Context) error) func(context.Context) error {
-	return calicogate.Check(disc, calicoapi.All, netconf, lock)
+	return gate.Check(disc, apigroup.All, netconf, lock)
 }
 
 // isAPIProblem tells the sticky failures from a transient one.
 func isAPIProblem(err error) bool {
-	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError)) || errors.As(err, new(*calicoapi.MismatchError)) ||
-		calicoapi.IsLocked(err)
+	return apigroup.IsNotServed(err) || errors.As(err, new(*apigroup.UnsupportedError)) || errors.As(err, new(*apigroup.MismatchError)) ||
+		apigroup.IsLocked(err)
 }
 
 // checkAPI runs the check and records its outcome in r.

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -19,12 +19,12 @@ import (
 // test process decide the group (v1) if it has not yet.
 func serveCalicoV1(t *testing.T, kube *fake.Clientset) {
 	t.Helper()
-	rl := &metav1.APIResourceList{GroupVersion: calicoapi.GroupV1}
-	for _, k := range calicoapi.All {
+	rl := &metav1.APIResourceList{GroupVersion: apigroup.GroupV1}
+	for _, k := range apigroup.All {
 		rl.APIResources = append(rl.APIResources, metav1.APIResource{Name: k.V1})
 	}
 	kube.Resources = append(kube.Resources, rl)
-	if m, err := calicoapi.DecideOnce(context.Background(), false, "", kube.Discovery()); err != nil || m.Group != calicoapi.GroupV1 {
+	if m, err := apigroup.DecideOnce(context.Background(), false, "", kube.Discovery()); err != nil || m.Group != apigroup.GroupV1 {
 		t.Fatalf("deciding the group: %+v %v", m, err)
 	}
 }
@@ -75,7 +75,7 @@ func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
 	if ok, reason, detail := r.state(); !ok {
 		t.Fatalf("not ready in v1: %s %s", reason, detail)
 	}
-	nc = calicoapi.GroupV3
+	nc = apigroup.GroupV3
 	p.once(context.Background())
 	ok, reason, detail := r.state()
 	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "calico_api_group on this node is projectcalico.org/v3") {
@@ -94,12 +94,12 @@ func (someIPs) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]str
 // DEL is journaled and the address stays allocated.
 func TestIPAMReadsRefuseWhileTheGroupCannotBeUsed(t *testing.T) {
 	r := newReadiness(nil, time.Now)
-	r.calicoAPI(&calicoapi.NotServedError{Group: calicoapi.GroupV1, Missing: []string{"ipamhandles"}})
+	r.calicoAPI(&apigroup.NotServedError{Group: apigroup.GroupV1, Missing: []string{"ipamhandles"}})
 	g := gatedIPAM{someIPs{}, r}
-	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); !calicoapi.IsNotServed(err) {
+	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); !apigroup.IsNotServed(err) {
 		t.Fatalf("handle read: %v", err)
 	}
-	if _, _, err := g.GetAssignmentAttributes(context.Background(), cnet.IP{}); !calicoapi.IsNotServed(err) {
+	if _, _, err := g.GetAssignmentAttributes(context.Background(), cnet.IP{}); !apigroup.IsNotServed(err) {
 		t.Fatalf("holder read: %v", err)
 	}
 	r.calicoAPI(nil)

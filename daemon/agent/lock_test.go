@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -22,7 +22,7 @@ func TestAgentWritesNothingWhileCalicoIsLocked(t *testing.T) {
 	serveCalicoV1(t, kube)
 	ready := true
 	r := newReadiness(nil, time.Now)
-	l := calicogate.NewFollower(nil, func(context.Context) (*bool, error) { return &ready, nil }, r.poke)
+	l := gate.NewFollower(nil, func(context.Context) (*bool, error) { return &ready, nil }, r.poke)
 	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), nil, l.Check)}
 	p.once(context.Background())
 	r.serve()

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 )
 
 // While Calico's types are not served in the group in force, the
@@ -16,8 +16,8 @@ import (
 // agent-away entry that view shows as free must wait, not be dropped.
 func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	var served atomic.Bool
-	notServed := &calicoapi.NotServedError{Group: calicoapi.GroupV1, Missing: []string{"ipreservations", "ipamblocks"}}
-	gate := calicogate.NewGateFunc(func(context.Context) error {
+	notServed := &apigroup.NotServedError{Group: apigroup.GroupV1, Missing: []string{"ipreservations", "ipamblocks"}}
+	gate := gate.NewGateFunc(func(context.Context) error {
 		if served.Load() {
 			return nil
 		}

@@ -11,11 +11,11 @@ import (
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	cipam "github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -34,7 +34,7 @@ type calico struct {
 
 func (c *calico) Nodes() clientv3.NodeInterface     { return nodes{} }
 func (c *calico) IPPools() clientv3.IPPoolInterface { return pools{c: c} }
-func (c *calico) IPAM() ipam.Interface              { return ipamReads{c: c} }
+func (c *calico) IPAM() cipam.Interface             { return ipamReads{c: c} }
 
 func (c *calico) holder(block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	pod, ok := c.pods[block][addr]
@@ -42,7 +42,7 @@ func (c *calico) holder(block netip.Prefix, addr netip.Addr) (map[string]string,
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
 	}
 	h := "k8s-pod-network." + pod
-	return map[string]string{ipam.AttributePod: pod, ipam.AttributeNamespace: "ns"}, &h, nil
+	return map[string]string{cipam.AttributePod: pod, cipam.AttributeNamespace: "ns"}, &h, nil
 }
 
 func (c *calico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
@@ -56,7 +56,7 @@ func (c *calico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.
 }
 
 type ipamReads struct {
-	ipam.Interface
+	cipam.Interface
 	c *calico
 }
 
@@ -65,7 +65,7 @@ func (r ipamReads) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[s
 	defer r.c.mu.Unlock()
 	r.c.who++
 	addr, _ := netip.AddrFromSlice(ip.IP)
-	block, ok := calicoipam.BlockOf(addr.Unmap(), r.c.pools)
+	block, ok := ipam.BlockOf(addr.Unmap(), r.c.pools)
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
 	}

@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	cipam "github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
 // objects is what the test API server serves, by path under
@@ -109,7 +109,7 @@ func TestAssignmentAttributes(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || handle == nil || *handle != tc.handle || attrs[ipam.AttributePod] != tc.pod || attrs[ipam.AttributeNode] != tc.node {
+			if err != nil || handle == nil || *handle != tc.handle || attrs[cipam.AttributePod] != tc.pod || attrs[cipam.AttributeNode] != tc.node {
 				t.Fatalf("got %v %v %v", attrs, handle, err)
 			}
 		})
@@ -117,7 +117,7 @@ func TestAssignmentAttributes(t *testing.T) {
 }
 
 // checkAssignmentIn reads addr in the block its pools give
-// (calicoipam.BlockOf) and wants what GetAssignmentAttributes answered.
+// (ipam.BlockOf) and wants what GetAssignmentAttributes answered.
 func checkAssignmentIn(t *testing.T, c *IPAM, addr string, attrs map[string]string, handle *string, err error) {
 	t.Helper()
 	pools, perr := c.Pools(context.Background())
@@ -125,7 +125,7 @@ func checkAssignmentIn(t *testing.T, c *IPAM, addr string, attrs map[string]stri
 		t.Fatal(perr)
 	}
 	ip := netip.MustParseAddr(addr)
-	block, ok := calicoipam.BlockOf(ip, pools)
+	block, ok := ipam.BlockOf(ip, pools)
 	if !ok {
 		if !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 			t.Fatalf("%s is in no pool, yet read as %v %v %v", addr, attrs, handle, err)
@@ -151,23 +151,23 @@ func deref(s *string) string {
 func TestCoolingAllocation(t *testing.T) {
 	c := server(t, allServed...)
 	attrs, handle, err := c.GetAssignmentAttributes(context.Background(), cnet.IP{IP: net.ParseIP("10.0.0.13")})
-	var cooling *calicoipam.CoolingError
+	var cooling *ipam.CoolingError
 	if !errors.As(err, &cooling) || !cooling.ReleasedAt.Equal(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)) {
 		t.Fatalf("a cooling address read as %v %v %v", attrs, handle, err)
 	}
-	h, err := calicoipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.13"))
+	h, err := ipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.13"))
 	if err != nil || h == nil || !h.Cooling || h.Handle != "" || h.Pod != "" {
 		t.Fatalf("who holds a cooling address: %+v %v", h, err)
 	}
 	pools, err := c.Pools(context.Background())
-	block, ok := calicoipam.BlockOf(netip.MustParseAddr("10.0.0.13"), pools)
+	block, ok := ipam.BlockOf(netip.MustParseAddr("10.0.0.13"), pools)
 	if !ok || err != nil {
 		t.Fatalf("10.0.0.13 in no block of %v: %v", pools, err)
 	}
-	if h, err := calicoipam.WhoIn(context.Background(), c, block, netip.MustParseAddr("10.0.0.13")); err != nil || h == nil || !h.Cooling || h.Handle != "" || !h.ReleasedAt.Equal(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)) {
+	if h, err := ipam.WhoIn(context.Background(), c, block, netip.MustParseAddr("10.0.0.13")); err != nil || h == nil || !h.Cooling || h.Handle != "" || !h.ReleasedAt.Equal(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)) {
 		t.Fatalf("who holds a cooling address, in its block %s: %+v %v", block, h, err)
 	}
-	if h, err := calicoipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.14")); err != nil || h == nil || h.Cooling || h.Pod != "pg-4" {
+	if h, err := ipam.Who(context.Background(), c, netip.MustParseAddr("10.0.0.14")); err != nil || h == nil || h.Cooling || h.Pod != "pg-4" {
 		t.Fatalf("its block's allocated neighbour: %+v %v", h, err)
 	}
 }
@@ -194,17 +194,17 @@ func TestIPsByHandle(t *testing.T) {
 func TestNotServedIsAnError(t *testing.T) {
 	c := server(t, "ippools", "ipamhandles", "ipamconfigurations") // no ipamblocks
 	_, _, err := c.GetAssignmentAttributes(context.Background(), cnet.IP{IP: net.ParseIP("10.0.0.4")})
-	var ns *calicoapi.NotServedError
+	var ns *apigroup.NotServedError
 	if !errors.As(err, &ns) || ns.Missing[0] != "ipamblocks" {
 		t.Fatalf("a type not served read as %v", err)
 	}
-	if _, err := c.IPsByHandle(context.Background(), "k8s-pod-network.a"); !calicoapi.IsNotServed(err) {
+	if _, err := c.IPsByHandle(context.Background(), "k8s-pod-network.a"); !apigroup.IsNotServed(err) {
 		t.Fatalf("handle's blocks: %v", err)
 	}
-	if _, err := server(t).IPAMConfiguration(context.Background()); !calicoapi.IsNotServed(err) {
+	if _, err := server(t).IPAMConfiguration(context.Background()); !apigroup.IsNotServed(err) {
 		t.Fatalf("config: %v", err)
 	}
-	if _, err := server(t, "ippools").GetUtilization(context.Background(), ipam.GetUtilizationArgs{}); !calicoapi.IsNotServed(err) {
+	if _, err := server(t, "ippools").GetUtilization(context.Background(), cipam.GetUtilizationArgs{}); !apigroup.IsNotServed(err) {
 		t.Fatalf("utilization: %v", err)
 	}
 }
@@ -225,7 +225,7 @@ func TestIPAMConfig(t *testing.T) {
 func TestUtilization(t *testing.T) {
 	objects["ipamblocks"] = `{"items":[` + objects["ipamblocks/10-0-0-4-30"] + `,` + objects["ipamblocks/fd00--40-122"] + `]}`
 	defer delete(objects, "ipamblocks")
-	u, err := server(t, allServed...).GetUtilization(context.Background(), ipam.GetUtilizationArgs{})
+	u, err := server(t, allServed...).GetUtilization(context.Background(), cipam.GetUtilizationArgs{})
 	if err != nil || len(u) != 3 {
 		t.Fatalf("got %v %v", u, err)
 	}

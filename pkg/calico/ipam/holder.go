@@ -1,6 +1,6 @@
-// Package calicoipam answers the one question capo asks Calico IPAM besides
+// Package ipam answers the one question capo asks Calico IPAM besides
 // a handle's addresses: who holds an address now.
-package calicoipam
+package ipam
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	cipam "github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 )
 
@@ -78,7 +78,7 @@ func holderOf(ip netip.Addr, attrs map[string]string, handle *string, err error)
 		// It is nobody's pod either way.
 		return &Holder{Cooling: true}, nil
 	}
-	h := &Holder{Namespace: attrs[ipam.AttributeNamespace], Pod: attrs[ipam.AttributePod], Node: attrs[ipam.AttributeNode]}
+	h := &Holder{Namespace: attrs[cipam.AttributeNamespace], Pod: attrs[cipam.AttributePod], Node: attrs[cipam.AttributeNode]}
 	if handle != nil {
 		h.Handle = *handle
 	}

@@ -1,4 +1,4 @@
-package calicogate
+package gate
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // ClusterInfoReady reads ClusterInformation default's datastoreReady
@@ -35,7 +35,7 @@ func ClusterInfoReady(c clientv3.Interface) func(ctx context.Context) (*bool, er
 // once, well inside the 10 s Calico drains before it copies); on etcdv3,
 // and without a dynamic client, each Check reads it.
 type Follower struct {
-	lock *calicoapi.Lock
+	lock *apigroup.Lock
 	dyn  dynamic.Interface // nil: Check reads
 	get  func(ctx context.Context) (*bool, error)
 }
@@ -43,11 +43,11 @@ type Follower struct {
 // NewFollower follows the lock through dyn, or get; onChange runs on
 // every change, so that a daemon can check at once.
 func NewFollower(dyn dynamic.Interface, get func(ctx context.Context) (*bool, error), onChange func()) *Follower {
-	m, _ := calicoapi.InForce()
-	if m.Source == calicoapi.SourceEtcd {
+	m, _ := apigroup.InForce()
+	if m.Source == apigroup.SourceEtcd {
 		dyn = nil
 	}
-	return &Follower{lock: calicoapi.NewLock(m, onChange), dyn: dyn, get: get}
+	return &Follower{lock: apigroup.NewLock(m, onChange), dyn: dyn, get: get}
 }
 
 // Run watches the lock until ctx ends, on the Kubernetes datastore.
@@ -57,7 +57,7 @@ func (f *Follower) Run(ctx context.Context) {
 	}
 }
 
-// Check is a *calicoapi.LockedError while Calico's datastore is locked;
+// Check is a *apigroup.LockedError while Calico's datastore is locked;
 // when not watched, it reads ClusterInformation first.
 func (f *Follower) Check(ctx context.Context) error {
 	if f.dyn == nil && f.get != nil {

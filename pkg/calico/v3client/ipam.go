@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/rest"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
 // IPAM reads Calico's IPAM as calico-ipam keeps it in native
@@ -33,11 +33,11 @@ type IPAM struct {
 // absolute).
 func NewIPAM(rc rest.Interface) *IPAM { return &IPAM{rc: rc} }
 
-const apiPath = "/apis/" + calicoapi.GroupV3 + "/"
+const apiPath = "/apis/" + apigroup.GroupV3 + "/"
 
 // get reads one object of k into out. An absent object is libcalico-go's
 // ErrorResourceDoesNotExist; a type that is not served is a NotServedError.
-func (c *IPAM) get(ctx context.Context, k calicoapi.Kind, name string, out any) error {
+func (c *IPAM) get(ctx context.Context, k apigroup.Kind, name string, out any) error {
 	raw, err := fetch(ctx, c.rc, apiPath+k.V3+"/"+name)
 	if err != nil {
 		return translateFor(k, err, name)
@@ -60,7 +60,7 @@ func fetch(ctx context.Context, rc rest.Interface, path string) ([]byte, error) 
 }
 
 // list reads every object of k into out (a list type).
-func (c *IPAM) list(ctx context.Context, k calicoapi.Kind, out any) error {
+func (c *IPAM) list(ctx context.Context, k apigroup.Kind, out any) error {
 	raw, err := fetch(ctx, c.rc, apiPath+k.V3)
 	if err != nil {
 		return translateFor(k, err, "")
@@ -76,7 +76,7 @@ func (c *IPAM) list(ctx context.Context, k calicoapi.Kind, out any) error {
 func (c *IPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error) {
 	var h libapiv3.IPAMHandle
 	// Calico names the object after the handle, lowercased (a name must be).
-	if err := c.get(ctx, calicoapi.IPAMHandle, strings.ToLower(handleID), &h); err != nil {
+	if err := c.get(ctx, apigroup.IPAMHandle, strings.ToLower(handleID), &h); err != nil {
 		return nil, err
 	}
 	ips := []cnet.IP{}
@@ -100,7 +100,7 @@ func (c *IPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, err
 // GetAssignmentAttributes is the allocation holding addr: its attributes
 // and handle. A free address (no pool, no block, no allocation) is
 // ErrorResourceDoesNotExist; one cooling in Calico's IP cooldown is a
-// *calicoipam.CoolingError, as Calico's own reader answers ErrorIPInCooldown
+// *ipam.CoolingError, as Calico's own reader answers ErrorIPInCooldown
 // there.
 func (c *IPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
 	pools, err := c.Pools(ctx)
@@ -119,7 +119,7 @@ func (c *IPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[s
 }
 
 // AssignmentIn is GetAssignmentAttributes for an address of block
-// (calicoipam.BlockOf): the block alone is read.
+// (ipam.BlockOf): the block alone is read.
 func (c *IPAM) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	n := &net.IPNet{IP: net.IP(block.Addr().AsSlice()), Mask: net.CIDRMask(block.Bits(), block.Addr().BitLen())}
 	b, err := c.block(ctx, n)
@@ -132,7 +132,7 @@ func (c *IPAM) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.
 // Pools is every IPPool.
 func (c *IPAM) Pools(ctx context.Context) ([]apiv3.IPPool, error) {
 	var l apiv3.IPPoolList
-	if err := c.list(ctx, calicoapi.IPPool, &l); err != nil {
+	if err := c.list(ctx, apigroup.IPPool, &l); err != nil {
 		return nil, err
 	}
 	return l.Items, nil
@@ -140,7 +140,7 @@ func (c *IPAM) Pools(ctx context.Context) ([]apiv3.IPPool, error) {
 
 func (c *IPAM) block(ctx context.Context, n *net.IPNet) (*block, error) {
 	var b block
-	if err := c.get(ctx, calicoapi.IPAMBlock, blockName(n), &b); err != nil {
+	if err := c.get(ctx, apigroup.IPAMBlock, blockName(n), &b); err != nil {
 		return nil, err
 	}
 	return &b, nil
@@ -212,7 +212,7 @@ func holder(b *block, addr net.IP) (map[string]string, *string, error) {
 		return nil, nil, err
 	}
 	if at := b.cooling(o); at != nil {
-		return nil, nil, &calicoipam.CoolingError{IP: addr.String(), ReleasedAt: at.Time}
+		return nil, nil, &ipam.CoolingError{IP: addr.String(), ReleasedAt: at.Time}
 	}
 	a, err := attribute(&b.IPAMBlock, o)
 	if err != nil {

@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 func TestReadsEitherForm(t *testing.T) {
@@ -59,7 +59,7 @@ func TestErrorsAreLibcalicos(t *testing.T) {
 	}
 	// A 404 naming no object: the type is not served.
 	notServed := apierrors.NewNotFound(schema.GroupResource{}, "")
-	if err := translate(notServed, "a"); !calicoapi.IsNotServed(err) {
+	if err := translate(notServed, "a"); !apigroup.IsNotServed(err) {
 		t.Fatalf("not served read as %v", err)
 	}
 	if err := translate(apierrors.NewConflict(schema.GroupResource{}, "a", errors.New("x")), "a"); !errors.As(err, new(cerrors.ErrorResourceUpdateConflict)) {
@@ -70,7 +70,7 @@ func TestErrorsAreLibcalicos(t *testing.T) {
 // What client-go makes of the plain 404 page of a type that is not served.
 func TestGeneric404IsNotServed(t *testing.T) {
 	err := apierrors.NewGenericServerResponse(404, "get", schema.GroupResource{Group: "projectcalico.org", Resource: "ipreservations"}, "capo-bucket-0", "404 page not found", 0, true)
-	if !calicoapi.IsNotServed(translate(err, "capo-bucket-0")) {
+	if !apigroup.IsNotServed(translate(err, "capo-bucket-0")) {
 		t.Fatalf("read as %v", translate(err, "capo-bucket-0"))
 	}
 }

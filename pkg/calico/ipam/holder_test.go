@@ -1,4 +1,4 @@
-package calicoipam
+package ipam
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-// Package calicogate holds capo-controller's reads and writes of Calico back
-// while Calico's API group in force cannot be used (pkg/calicoapi decides
+// Package gate holds capo-controller's reads and writes of Calico back
+// while Calico's API group in force cannot be used (pkg/calico/apigroup decides
 // and checks it); it links Calico IPAM's types, which capo-install must not.
-package calicogate
+package gate
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/discovery"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -29,7 +29,7 @@ type Gate struct {
 }
 
 // NewGate runs Check every period.
-func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, lock func(context.Context) error, every time.Duration) *Gate {
+func NewGate(disc discovery.DiscoveryInterface, kinds []apigroup.Kind, lock func(context.Context) error, every time.Duration) *Gate {
 	return NewGateFunc(Check(disc, kinds, nil, lock), every)
 }
 
@@ -39,17 +39,17 @@ func NewGate(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, lock fun
 // every call, and an operator may switch it while capo runs) names that
 // group, and Calico has not locked its datastore for an upgrade or
 // migration (lock, when set).
-func Check(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, netconf func() string, lock func(context.Context) error) func(context.Context) error {
+func Check(disc discovery.DiscoveryInterface, kinds []apigroup.Kind, netconf func() string, lock func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if err := calicoapi.Check(ctx, disc, kinds); err != nil {
+		if err := apigroup.Check(ctx, disc, kinds); err != nil {
 			return err
 		}
-		m, _ := calicoapi.InForce()
-		if err := calicoapi.Supported(m); err != nil {
+		m, _ := apigroup.InForce()
+		if err := apigroup.Supported(m); err != nil {
 			return err
 		}
 		if netconf != nil {
-			if err := calicoapi.CheckNetconf(m, netconf()); err != nil {
+			if err := apigroup.CheckNetconf(m, netconf()); err != nil {
 				return err
 			}
 		}
@@ -62,7 +62,7 @@ func Check(disc discovery.DiscoveryInterface, kinds []calicoapi.Kind, netconf fu
 
 // NewGateFunc is a gate on any check.
 func NewGateFunc(check func(context.Context) error, every time.Duration) *Gate {
-	return &Gate{check: check, every: every, err: calicoapi.ErrNotChecked}
+	return &Gate{check: check, every: every, err: apigroup.ErrNotChecked}
 }
 
 // Run checks now and then every period until ctx ends.
@@ -93,7 +93,7 @@ func (g *Gate) Once(ctx context.Context) {
 	switch {
 	case err != nil && (was == nil || was.Error() != err.Error()):
 		slog.Error("Calico's API group cannot be used: not ready; nothing is read or written in Calico until it can", "err", err)
-	case err == nil && was != nil && was != calicoapi.ErrNotChecked:
+	case err == nil && was != nil && was != apigroup.ErrNotChecked:
 		slog.Info("Calico's API group serves every type capo uses again", "after", was.Error())
 	}
 }
@@ -172,7 +172,7 @@ func (s gatedStore) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 }
 
 // AssignmentReader is the part of libcalico-go's IPAM client capo asks
-// who holds an address (calicoipam.Reader).
+// who holds an address (ipam.Reader).
 type AssignmentReader interface {
 	GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error)
 }
@@ -212,5 +212,5 @@ var _ reserve.Store = gatedStore{}
 // ErrGate is for tests and callers that need to tell the gate's refusal
 // from a datastore failure.
 func ErrGate(err error) bool {
-	return errors.Is(err, calicoapi.ErrNotChecked) || calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError))
+	return errors.Is(err, apigroup.ErrNotChecked) || apigroup.IsNotServed(err) || errors.As(err, new(*apigroup.UnsupportedError))
 }

@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"github.com/projectcalico/calico/libcalico-go/lib/watch"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // felixConfiguration is read only for programClusterRoutes, where a route
 // to a borrowed address comes from; not one of the types whose absence
-// stops capo (calicoapi.All), but not served it is still an error.
-var felixConfiguration = calicoapi.Kind{Name: "FelixConfiguration", V1: "felixconfigurations", V3: "felixconfigurations"}
+// stops capo (apigroup.All), but not served it is still an error.
+var felixConfiguration = apigroup.Kind{Name: "FelixConfiguration", V1: "felixconfigurations", V3: "felixconfigurations"}
 
 type felixConfigs struct{ v3 *IPAM }
 
@@ -49,7 +49,7 @@ type clusterInfo struct{ v3 *IPAM }
 
 func (c clusterInfo) Get(ctx context.Context, name string, _ options.GetOptions) (*apiv3.ClusterInformation, error) {
 	var out apiv3.ClusterInformation
-	if err := c.v3.get(ctx, calicoapi.ClusterInformation, name, &out); err != nil {
+	if err := c.v3.get(ctx, apigroup.ClusterInformation, name, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -1,4 +1,4 @@
-package calicogate
+package gate
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -20,17 +20,17 @@ func (nobody) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]stri
 }
 
 func TestGateClosedUntilAPassingCheck(t *testing.T) {
-	var err error = &calicoapi.NotServedError{Group: calicoapi.GroupV3, Missing: []string{"ipamhandles"}}
+	var err error = &apigroup.NotServedError{Group: apigroup.GroupV3, Missing: []string{"ipamhandles"}}
 	g := NewGateFunc(func(context.Context) error { return err }, time.Hour)
 	s := g.Store(reservetest.NewStore(reserve.DefaultLimits))
 	r := g.Reader(nobody{})
 	ctx := context.Background()
 
-	if _, e := s.List(ctx); !errors.Is(e, calicoapi.ErrNotChecked) {
+	if _, e := s.List(ctx); !errors.Is(e, apigroup.ErrNotChecked) {
 		t.Fatalf("before the first check: %v", e)
 	}
 	g.Once(ctx)
-	if _, e := s.List(ctx); !calicoapi.IsNotServed(e) {
+	if _, e := s.List(ctx); !apigroup.IsNotServed(e) {
 		t.Fatalf("not served: %v", e)
 	}
 	if _, _, e := r.GetAssignmentAttributes(ctx, cnet.IP{}); !ErrGate(e) {

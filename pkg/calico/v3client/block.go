@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"encoding/json"

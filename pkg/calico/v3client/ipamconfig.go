@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // IPAMConfig is what capo reads of Calico's IPAMConfiguration "default".
@@ -35,7 +35,7 @@ type ipamConfiguration struct {
 // first assignment and reads the same defaults until then.
 func (c *IPAM) IPAMConfiguration(ctx context.Context) (*IPAMConfig, error) {
 	var o ipamConfiguration
-	err := c.get(ctx, calicoapi.IPAMConfiguration, "default", &o)
+	err := c.get(ctx, apigroup.IPAMConfiguration, "default", &o)
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		return &IPAMConfig{}, nil
 	}
@@ -73,7 +73,7 @@ func (c *IPAM) GetUtilization(ctx context.Context, args ipam.GetUtilizationArgs)
 		usage = append(usage, &ipam.PoolUtilization{Name: "orphaned allocation blocks", CIDR: *all})
 	}
 	var blocks libapiv3.IPAMBlockList
-	if err := c.list(ctx, calicoapi.IPAMBlock, &blocks); err != nil {
+	if err := c.list(ctx, apigroup.IPAMBlock, &blocks); err != nil {
 		return nil, err
 	}
 	for _, b := range blocks.Items {

@@ -1,4 +1,4 @@
-package calicoapi
+package apigroup
 
 import (
 	"context"

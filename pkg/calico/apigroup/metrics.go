@@ -1,4 +1,4 @@
-package calicoapi
+package apigroup
 
 import "github.com/prometheus/client_golang/prometheus"
 

@@ -1,4 +1,4 @@
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
-	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	cipam "github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"github.com/projectcalico/calico/libcalico-go/lib/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
 // Client is libcalico-go's client with every Calico CRD capo reads or
@@ -52,12 +52,12 @@ func refused(what string) error { return fmt.Errorf("%s: %w", what, errNotHere) 
 
 func (c *Client) IPReservations() clientv3.IPReservationInterface { return reservations{c.res} }
 
-func (c *Client) IPAM() ipam.Interface { return ipamReads{Interface: c.Interface.IPAM(), v3: c.ipam} }
+func (c *Client) IPAM() cipam.Interface { return ipamReads{Interface: c.Interface.IPAM(), v3: c.ipam} }
 
-var _ calicoipam.BlockReader = (*Client)(nil)
+var _ ipam.BlockReader = (*Client)(nil)
 
 // AssignmentIn reads an allocation in a known block
-// (calicoipam.BlockReader).
+// (ipam.BlockReader).
 func (c *Client) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	return c.ipam.AssignmentIn(ctx, block, addr)
 }
@@ -81,7 +81,7 @@ func (reservations) Watch(context.Context, options.ListOptions) (watch.Interface
 // ipamReads is Calico IPAM with capo's reads in v3; its writes stay
 // libcalico-go's (calico-ipam's to make, never capo's).
 type ipamReads struct {
-	ipam.Interface
+	cipam.Interface
 	v3 *IPAM
 }
 
@@ -93,17 +93,17 @@ func (i ipamReads) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (m
 	return i.v3.GetAssignmentAttributes(ctx, addr)
 }
 
-func (i ipamReads) GetUtilization(ctx context.Context, args ipam.GetUtilizationArgs) ([]*ipam.PoolUtilization, error) {
+func (i ipamReads) GetUtilization(ctx context.Context, args cipam.GetUtilizationArgs) ([]*cipam.PoolUtilization, error) {
 	return i.v3.GetUtilization(ctx, args)
 }
 
 // GetIPAMConfig reads; unlike libcalico-go's it never creates the default.
-func (i ipamReads) GetIPAMConfig(ctx context.Context) (*ipam.IPAMConfig, error) {
+func (i ipamReads) GetIPAMConfig(ctx context.Context) (*cipam.IPAMConfig, error) {
 	cfg, err := i.v3.IPAMConfiguration(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &ipam.IPAMConfig{StrictAffinity: cfg.StrictAffinity, AutoAllocateBlocks: true}, nil
+	return &cipam.IPAMConfig{StrictAffinity: cfg.StrictAffinity, AutoAllocateBlocks: true}, nil
 }
 
 type pools struct{ v3 *IPAM }
@@ -118,7 +118,7 @@ func (p pools) List(ctx context.Context, _ options.ListOptions) (*apiv3.IPPoolLi
 
 func (p pools) Get(ctx context.Context, name string, _ options.GetOptions) (*apiv3.IPPool, error) {
 	var out apiv3.IPPool
-	if err := p.v3.get(ctx, calicoapi.IPPool, name, &out); err != nil {
+	if err := p.v3.get(ctx, apigroup.IPPool, name, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

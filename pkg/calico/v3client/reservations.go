@@ -1,10 +1,10 @@
-// Package calicov3 is capo's own narrow client of Calico's native
+// Package v3client is capo's own narrow client of Calico's native
 // projectcalico.org/v3 CRDs on the Kubernetes datastore: the IPReservation
 // objects capo writes, behind the same calicostore.Objects seam that
 // libcalico-go's client fills in crd.projectcalico.org/v1 and on etcdv3.
 // libcalico-go v3.31 hard-codes crd.projectcalico.org/v1; Calico's own
 // generated clientset (github.com/projectcalico/api) speaks v3 as is.
-package calicov3
+package v3client
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // MetadataAnnotation is where crd.projectcalico.org/v1 keeps an object's
@@ -140,19 +140,19 @@ func fromV1Form(m *metav1.ObjectMeta) error {
 // translate turns the API server's errors into libcalico-go's, which the
 // store and the agent's readiness tell apart.
 func translate(err error, name string) error {
-	return translateFor(calicoapi.IPReservation, err, name)
+	return translateFor(apigroup.IPReservation, err, name)
 }
 
 // translateFor is translate for any of capo's Calico types: a type that is
 // not served is named in the error.
-func translateFor(k calicoapi.Kind, err error, name string) error {
+func translateFor(k apigroup.Kind, err error, name string) error {
 	switch {
 	case err == nil:
 		return nil
 	case apierrors.IsNotFound(err) && !namesObject(err, name):
 		// A 404 that names no object is the resource type not being
 		// served: never "absent", which would let capo act on nothing.
-		return &calicoapi.NotServedError{Group: calicoapi.GroupV3, Missing: []string{k.V3}}
+		return &apigroup.NotServedError{Group: apigroup.GroupV3, Missing: []string{k.V3}}
 	case apierrors.IsNotFound(err):
 		return cerrors.ErrorResourceDoesNotExist{Err: err, Identifier: name}
 	case apierrors.IsAlreadyExists(err):

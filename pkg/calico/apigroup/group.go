@@ -1,10 +1,10 @@
-// Package calicoapi decides which API group Calico keeps its resources in
+// Package apigroup decides which API group Calico keeps its resources in
 // on the Kubernetes datastore, once per process and the way Calico itself
 // decides, and checks that every resource type capo touches is served
 // there. A type that is not served reads as an empty list or an absent
 // object through libcalico-go v3.31, which would let capo free a held
 // address silently: this package turns that into an error.
-package calicoapi
+package apigroup
 
 import (
 	"context"
