@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
@@ -44,7 +44,7 @@ func (c calicoNodes) Get(ctx context.Context, name string, opts options.GetOptio
 // requesting it for pod (returns.Reclaim), or nil. The holder's Node is
 // read only once everything else allows it: first the rule is asked as if
 // that node were lost.
-func (o *offerer) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *ipam.Holder, network string) *returns.Predecessor {
+func (o *offerer) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *calico.Holder, network string) *returns.Predecessor {
 	if o.nodes == nil || h == nil {
 		return nil
 	}

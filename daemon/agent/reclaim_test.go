@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -51,14 +51,14 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
 	pod.UID = "pod-new"
 	e := reserve.Entry{IP: "10.0.0.3", Node: "n2", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
-	pred := &ipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2"}
+	pred := &calico.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2"}
 	tainted := func(key string) *corev1.Node {
 		return &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: key, Effect: corev1.TaintEffectNoExecute}}}}
 	}
 	cases := []struct {
 		name   string
 		nodes  *fakeNodes
-		holder *ipam.Holder
+		holder *calico.Holder
 		want   returns.Lost // "" = nothing freed
 		reads  int
 	}{
@@ -67,7 +67,7 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 		{"out of service", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeOutOfService)}}, pred, returns.NodeOutOfService, 1},
 		{"NotReady, kubelet reporting", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeNotReady)}}, pred, "", 1},
 		{"Node unreadable", &fakeNodes{err: errors.New("timeout")}, pred, "", 1},
-		{"another pod's allocation", &fakeNodes{}, &ipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "web-1", Node: "n2"}, "", 0},
+		{"another pod's allocation", &fakeNodes{}, &calico.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "web-1", Node: "n2"}, "", 0},
 		{"free", &fakeNodes{}, nil, "", 0},
 	}
 	for _, tc := range cases {
@@ -113,7 +113,7 @@ func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
 	pod.UID = "pod-new"
 	e := reserve.Entry{IP: "10.0.0.3", Node: "n2.example.com", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
-	pred := &ipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2.example.com"}
+	pred := &calico.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2.example.com"}
 	outOfService := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}}}
 	for _, tc := range []struct {
 		name   string

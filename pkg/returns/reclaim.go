@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -79,7 +79,7 @@ var containerID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
 // Otherwise nil and why not. Calico would free it itself after its leak
 // grace period and give it to anyone; this gives it to the member alone,
 // and the address stays reserved until the member is up with it.
-func Reclaim(mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, here, network string, h *ipam.Holder, lost Lost) (*Predecessor, string) {
+func Reclaim(mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, here, network string, h *calico.Holder, lost Lost) (*Predecessor, string) {
 	switch {
 	case mode != config.ReturnAnyNode:
 		return nil, fmt.Sprintf("returnAddress is %s, not %s", mode, config.ReturnAnyNode)

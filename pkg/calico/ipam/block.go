@@ -13,6 +13,8 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/backend/model"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+
+	"github.com/capo-net/capo/pkg/calico"
 )
 
 // BlockReader reads the allocation of an address in a block already
@@ -24,7 +26,7 @@ type BlockReader interface {
 }
 
 // WhoIn is Who for an address of block (BlockOf).
-func WhoIn(ctx context.Context, r BlockReader, block netip.Prefix, ip netip.Addr) (*Holder, error) {
+func WhoIn(ctx context.Context, r BlockReader, block netip.Prefix, ip netip.Addr) (*calico.Holder, error) {
 	attrs, handle, err := r.AssignmentIn(ctx, block, ip)
 	return holderOf(ip, attrs, handle, err)
 }

@@ -9,6 +9,8 @@ import (
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
+
+	"github.com/capo-net/capo/pkg/calico"
 )
 
 type reader struct {
@@ -30,13 +32,13 @@ func TestWho(t *testing.T) {
 	at := time.Unix(1700000000, 0)
 	for name, tc := range map[string]struct {
 		r    reader
-		want *Holder
+		want *calico.Holder
 	}{
-		"a pod's":       {reader{attrs: map[string]string{"namespace": "kafka", "pod": "kafka-0", "node": "n1"}, handle: &h}, &Holder{Handle: h, Namespace: "kafka", Pod: "kafka-0", Node: "n1"}},
+		"a pod's":       {reader{attrs: map[string]string{"namespace": "kafka", "pod": "kafka-0", "node": "n1"}, handle: &h}, &calico.Holder{Handle: h, Namespace: "kafka", Pod: "kafka-0", Node: "n1"}},
 		"free":          {reader{err: cerrors.ErrorResourceDoesNotExist{Identifier: "10.0.0.1"}}, nil},
-		"cooling (v3)":  {reader{err: &CoolingError{IP: "10.0.0.1", ReleasedAt: at}}, &Holder{Cooling: true, ReleasedAt: at}},
-		"cooling (v1)":  {reader{}, &Holder{Cooling: true}},
-		"a handle only": {reader{handle: &h}, &Holder{Handle: h}},
+		"cooling (v3)":  {reader{err: &calico.CoolingError{IP: "10.0.0.1", ReleasedAt: at}}, &calico.Holder{Cooling: true, ReleasedAt: at}},
+		"cooling (v1)":  {reader{}, &calico.Holder{Cooling: true}},
+		"a handle only": {reader{handle: &h}, &calico.Holder{Handle: h}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := Who(context.Background(), tc.r, ip)

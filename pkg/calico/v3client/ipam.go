@@ -16,8 +16,8 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/rest"
 
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
-	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
 // IPAM reads Calico's IPAM as calico-ipam keeps it in native
@@ -100,7 +100,7 @@ func (c *IPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, err
 // GetAssignmentAttributes is the allocation holding addr: its attributes
 // and handle. A free address (no pool, no block, no allocation) is
 // ErrorResourceDoesNotExist; one cooling in Calico's IP cooldown is a
-// *ipam.CoolingError, as Calico's own reader answers ErrorIPInCooldown
+// *calico.CoolingError, as Calico's own reader answers ErrorIPInCooldown
 // there.
 func (c *IPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
 	pools, err := c.Pools(ctx)
@@ -212,7 +212,7 @@ func holder(b *block, addr net.IP) (map[string]string, *string, error) {
 		return nil, nil, err
 	}
 	if at := b.cooling(o); at != nil {
-		return nil, nil, &ipam.CoolingError{IP: addr.String(), ReleasedAt: at.Time}
+		return nil, nil, &calico.CoolingError{IP: addr.String(), ReleasedAt: at.Time}
 	}
 	a, err := attribute(&b.IPAMBlock, o)
 	if err != nil {

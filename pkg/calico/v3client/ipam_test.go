@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/ipam"
 )
@@ -151,7 +152,7 @@ func deref(s *string) string {
 func TestCoolingAllocation(t *testing.T) {
 	c := server(t, allServed...)
 	attrs, handle, err := c.GetAssignmentAttributes(context.Background(), cnet.IP{IP: net.ParseIP("10.0.0.13")})
-	var cooling *ipam.CoolingError
+	var cooling *calico.CoolingError
 	if !errors.As(err, &cooling) || !cooling.ReleasedAt.Equal(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)) {
 		t.Fatalf("a cooling address read as %v %v %v", attrs, handle, err)
 	}

@@ -7,6 +7,7 @@ import (
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -24,7 +25,7 @@ import (
 type holderReads struct {
 	addrs   []netip.Addr   // invalid: the entry's address does not parse
 	guessed []netip.Prefix // the block read early; invalid: none
-	holders []*ipam.Holder
+	holders []*calico.Holder
 	errs    []error
 }
 
@@ -33,7 +34,7 @@ type holderReads struct {
 // own read.
 func (r *Reader) startHolders(ctx context.Context, g *errgroup.Group, entries []reserve.Entry) *holderReads {
 	n := len(entries)
-	h := &holderReads{addrs: make([]netip.Addr, n), guessed: make([]netip.Prefix, n), holders: make([]*ipam.Holder, n), errs: make([]error, n)}
+	h := &holderReads{addrs: make([]netip.Addr, n), guessed: make([]netip.Prefix, n), holders: make([]*calico.Holder, n), errs: make([]error, n)}
 	blocks, last := ipam.BlockReaderOf(r.Calico), r.lastPools()
 	for i, e := range entries {
 		addr, err := netip.ParseAddr(e.IP)

@@ -19,11 +19,11 @@ import (
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
-// calico is Calico's datastore as a view reads it: pools, and who holds
+// fakeCalico is Calico's datastore as a view reads it: pools, and who holds
 // each address in each block. Its GetAssignmentAttributes finds the block
 // as libcalico-go's does (the enabled pools); AssignmentIn reads the block
 // given. It counts both.
-type calico struct {
+type fakeCalico struct {
 	clientv3.Interface
 	mu       sync.Mutex
 	pools    []apiv3.IPPool
@@ -32,11 +32,11 @@ type calico struct {
 	who, in  int
 }
 
-func (c *calico) Nodes() clientv3.NodeInterface     { return nodes{} }
-func (c *calico) IPPools() clientv3.IPPoolInterface { return pools{c: c} }
-func (c *calico) IPAM() cipam.Interface             { return ipamReads{c: c} }
+func (c *fakeCalico) Nodes() clientv3.NodeInterface     { return nodes{} }
+func (c *fakeCalico) IPPools() clientv3.IPPoolInterface { return pools{c: c} }
+func (c *fakeCalico) IPAM() cipam.Interface             { return ipamReads{c: c} }
 
-func (c *calico) holder(block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+func (c *fakeCalico) holder(block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	pod, ok := c.pods[block][addr]
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
@@ -45,7 +45,7 @@ func (c *calico) holder(block netip.Prefix, addr netip.Addr) (map[string]string,
 	return map[string]string{cipam.AttributePod: pod, cipam.AttributeNamespace: "ns"}, &h, nil
 }
 
-func (c *calico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+func (c *fakeCalico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.in++
@@ -57,7 +57,7 @@ func (c *calico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.
 
 type ipamReads struct {
 	cipam.Interface
-	c *calico
+	c *fakeCalico
 }
 
 func (r ipamReads) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[string]string, *string, error) {
@@ -82,7 +82,7 @@ func (nodes) Get(_ context.Context, name string, _ options.GetOptions) (*libapiv
 
 type pools struct {
 	clientv3.IPPoolInterface
-	c *calico
+	c *fakeCalico
 }
 
 func (p pools) List(context.Context, options.ListOptions) (*apiv3.IPPoolList, error) {
@@ -104,7 +104,7 @@ func pool(cidr string, blockSize int) apiv3.IPPool {
 func TestHolderReadOnTheLastPools(t *testing.T) {
 	ctx := context.Background()
 	addr := netip.MustParseAddr("10.0.0.37")
-	c := &calico{
+	c := &fakeCalico{
 		pools: []apiv3.IPPool{pool("10.0.0.0/16", 26)},
 		pods: map[netip.Prefix]map[netip.Addr]string{
 			netip.MustParsePrefix("10.0.0.0/26"):  {addr: "kafka-1"},

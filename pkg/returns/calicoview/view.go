@@ -23,7 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
 )
@@ -34,7 +34,7 @@ type View struct {
 	pools          []apiv3.IPPool
 	strictAffinity bool
 	clusterRoutes  bool
-	holders        map[string]*ipam.Holder
+	holders        map[string]*calico.Holder
 	// Cooldown is Calico's IP cooldown (ReadCooldown), set by the reader.
 	Cooldown time.Duration
 }
@@ -54,7 +54,7 @@ type Reader struct {
 // node (a borrowed address); who holds each address. The reads go out
 // together: they sit on a pod's ADD.
 func (r *Reader) Read(ctx context.Context, entries []reserve.Entry) (*View, error) {
-	v := &View{holders: map[string]*ipam.Holder{}}
+	v := &View{holders: map[string]*calico.Holder{}}
 	c := r.Calico
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
