@@ -15,7 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
-	"github.com/capo-net/capo/pkg/calico/v3client"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -152,7 +152,7 @@ func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (
 
 // calicoFor is the Calico client of r's cluster, once its API group is
 // checked: in native projectcalico.org/v3, capo's own client for every
-// Calico CRD capo reads or writes (pkg/calico/v3client).
+// Calico CRD capo reads or writes (pkg/calico/client).
 func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error) {
 	cfg, err := calicoConfig(r)
 	if err != nil {
@@ -166,8 +166,5 @@ func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error
 	if err != nil {
 		return nil, fmt.Errorf("calico datastore: %w", err)
 	}
-	if m.Source == apigroup.SourceEtcd || m.Group != apigroup.GroupV3 {
-		return calico, nil
-	}
-	return v3client.NewClient(calico, r.rest)
+	return client.For(calico, m, func() (*rest.Config, error) { return r.rest, nil })
 }

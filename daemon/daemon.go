@@ -18,8 +18,10 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/version"
 )
@@ -35,7 +37,7 @@ func Run(component string, level slog.Level, datastoreQPS float32, netconf func(
 		slog.Error("startup", "err", err)
 		return 1
 	}
-	calico, datastore, err := calicoClient(datastoreQPS)
+	calico, datastore, err := client.FromEnvironment(datastoreQPS)
 	if err != nil {
 		slog.Error("startup", "err", err)
 		return 1
@@ -48,7 +50,7 @@ func Run(component string, level slog.Level, datastoreQPS float32, netconf func(
 		slog.Error("startup", "err", err)
 		return 1
 	}
-	if calico, err = inGroup(m, component, datastoreQPS, calico); err != nil {
+	if calico, err = client.For(calico, m, func() (*rest.Config, error) { return kubeclient.REST(component, datastoreQPS) }); err != nil {
 		slog.Error("startup", "err", err)
 		return 1
 	}

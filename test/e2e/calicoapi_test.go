@@ -11,7 +11,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
-	"github.com/capo-net/capo/pkg/calico/v3client"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -61,7 +61,7 @@ func TestCalicoTypesNotServedAreLoud(t *testing.T) {
 // Against the real API server, a 404 for a type that is not served names
 // no object: capo's v3 client reads it as "not served", never "absent".
 func TestV3ClientWhereV3IsNotServed(t *testing.T) {
-	objs, err := v3client.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func (e *UnsupportedError) Error() string {
 // Supported is nil when this build can work in m: on etcdv3, in
 // crd.projectcalico.org/v1 (libcalico-go's client) and in native
 // projectcalico.org/v3, where every Calico resource capo reads or writes
-// goes through capo's own client (pkg/calico/v3client).
+// goes through capo's own client (pkg/calico/client).
 func Supported(m Mode) error {
 	if m.Source != SourceEtcd && m.Group != GroupV1 && m.Group != GroupV3 {
 		return &UnsupportedError{Mode: m}

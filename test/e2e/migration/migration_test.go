@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
-	"github.com/capo-net/capo/pkg/calico/v3client"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
@@ -152,7 +152,7 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = v3client.NewIPAM(cs.CoreV1().RESTClient()).GetAssignmentAttributes(ctx, cnet.IP{IP: net.ParseIP(inFlight.IP())})
+	_, _, err = client.NewIPAM(cs.CoreV1().RESTClient()).GetAssignmentAttributes(ctx, cnet.IP{IP: net.ParseIP(inFlight.IP())})
 	if !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		t.Fatalf("%s after the drain: %v, want released in v3 by calico-ipam", inFlight.IP(), err)
 	}
@@ -217,7 +217,7 @@ func v1ReservationVersions(t *testing.T) map[string]string {
 // v3Reservations are capo's reservations for env's node read in v3.
 func v3Reservations(t *testing.T, env *testbed.Env) map[string]reserve.Entry {
 	t.Helper()
-	objs, err := v3client.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}

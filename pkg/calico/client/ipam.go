@@ -1,4 +1,4 @@
-package v3client
+package client
 
 import (
 	"context"

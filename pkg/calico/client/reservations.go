@@ -1,10 +1,4 @@
-// Package v3client is capo's own narrow client of Calico's native
-// projectcalico.org/v3 CRDs on the Kubernetes datastore: the IPReservation
-// objects capo writes, behind the same calicostore.Objects seam that
-// libcalico-go's client fills in crd.projectcalico.org/v1 and on etcdv3.
-// libcalico-go v3.31 hard-codes crd.projectcalico.org/v1; Calico's own
-// generated clientset (github.com/projectcalico/api) speaks v3 as is.
-package v3client
+package client
 
 import (
 	"context"
@@ -16,7 +10,7 @@ import (
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	calicoset "github.com/projectcalico/api/pkg/client/clientset_generated/clientset"
-	v3client "github.com/projectcalico/api/pkg/client/clientset_generated/clientset/typed/projectcalico/v3"
+	typedv3 "github.com/projectcalico/api/pkg/client/clientset_generated/clientset/typed/projectcalico/v3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +26,7 @@ const MetadataAnnotation = "projectcalico.org/metadata"
 
 // Reservations is the IPReservation client on projectcalico.org/v3.
 type Reservations struct {
-	c v3client.IPReservationInterface
+	c typedv3.IPReservationInterface
 }
 
 // New is a client on cfg's API server.
@@ -45,7 +39,7 @@ func New(cfg *rest.Config) (*Reservations, error) {
 }
 
 // NewOn is a client on c.
-func NewOn(c v3client.IPReservationInterface) *Reservations { return &Reservations{c: c} }
+func NewOn(c typedv3.IPReservationInterface) *Reservations { return &Reservations{c: c} }
 
 func (r *Reservations) Create(ctx context.Context, res *apiv3.IPReservation, _ options.SetOptions) (*apiv3.IPReservation, error) {
 	out, err := r.c.Create(ctx, prepare(res), metav1.CreateOptions{})

@@ -1,4 +1,13 @@
-package v3client
+// Package client is the Calico client capo reads and writes through:
+// libcalico-go's (FromEnvironment), and For the API group in force. On
+// etcdv3 and in crd.projectcalico.org/v1 that is libcalico-go's as it is;
+// in native projectcalico.org/v3, which libcalico-go v3.31 does not know,
+// every Calico CRD capo touches goes through capo's own narrow client
+// instead: the IPReservations capo writes (Reservations, behind the same
+// calicostore.Objects seam libcalico-go's client fills elsewhere) and
+// Calico IPAM's reads (IPAM), on Calico's generated clientset
+// (github.com/projectcalico/api) and plain REST.
+package client
 
 import (
 	"context"
@@ -32,8 +41,23 @@ type Client struct {
 	ipam *IPAM
 }
 
-// NewClient overlays c with cfg's API server's projectcalico.org/v3.
-func NewClient(c clientv3.Interface, cfg *rest.Config) (*Client, error) {
+// For is the client capo reads and writes Calico through in mode m: c,
+// libcalico-go's, as it is on etcdv3 and in crd.projectcalico.org/v1;
+// overlaid with projectcalico.org/v3 (a Client on the API server cfg
+// gives) in that group, which libcalico-go v3.31 does not know.
+func For(c clientv3.Interface, m apigroup.Mode, cfg func() (*rest.Config, error)) (clientv3.Interface, error) {
+	if m.Source == apigroup.SourceEtcd || m.Group != apigroup.GroupV3 {
+		return c, nil
+	}
+	rc, err := cfg()
+	if err != nil {
+		return nil, err
+	}
+	return newV3(c, rc)
+}
+
+// newV3 overlays c with cfg's API server's projectcalico.org/v3.
+func newV3(c clientv3.Interface, cfg *rest.Config) (*Client, error) {
 	res, err := New(cfg)
 	if err != nil {
 		return nil, err
