@@ -54,7 +54,7 @@ func (c calicoClient) Objects(ctx context.Context) (map[string]any, map[string]e
 // as every capo component decides it (pkg/calico/apigroup), or the etcd
 // datastore; with what is wrong in it, where capo cannot work there.
 var CalicoAPIMode = func(ctx context.Context, d discovery.DiscoveryInterface) string {
-	m, err := apigroup.Verify(ctx, d, etcdMode(), "", apigroup.All)
+	m, err := apigroup.Verify(ctx, d, etcdMode(), "")
 	if err != nil {
 		return fmt.Sprintf("%s (%v)", m, err)
 	}

@@ -117,9 +117,9 @@ func calicoConfig(r resolved) (*apiconfig.CalicoAPIConfig, error) {
 func etcdMode() bool { return os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) }
 
 // connect reaches the Kubernetes API and Calico's datastore of one cluster,
-// and makes sure that cluster serves Calico's IPReservation type: an
-// endpoint that does not (the wrong cluster, a proxy answering 404 to
-// everything, Calico not installed) is an error naming the type, never
+// and makes sure capo can use Calico there (apigroup.Verify): an endpoint
+// that does not serve Calico's types (the wrong cluster, a proxy answering
+// 404 to everything, Calico not installed) is an error naming them, never
 // an empty list.
 func connect(k *kubeFlags) (*clients, error) {
 	r, err := resolve(k)
@@ -129,11 +129,6 @@ func connect(k *kubeFlags) (*clients, error) {
 	kube, err := kubernetes.NewForConfig(r.rest)
 	if err != nil {
 		return nil, err
-	}
-	if !etcdMode() {
-		if err := servesReservations(kube.Discovery(), r.rest.Host); err != nil {
-			return nil, err
-		}
 	}
 	calico, err := calicoFor(r, kube)
 	if err != nil {
@@ -147,7 +142,7 @@ func connect(k *kubeFlags) (*clients, error) {
 func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (apigroup.Mode, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return apigroup.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", apigroup.All)
+	return apigroup.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "")
 }
 
 // calicoFor is the Calico client of r's cluster, once its API group is
@@ -160,7 +155,7 @@ func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error
 	}
 	m, err := checkCalicoAPI(kube, cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", r.rest.Host, err)
 	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {

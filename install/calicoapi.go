@@ -32,7 +32,7 @@ func checkCalicoAPI(st *State, newKube func() (kubernetes.Interface, error)) (*C
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := apigroup.Verify(ctx, kube.Discovery(), false, st.CalicoAPIGroup, apigroup.All)
+	m, err := apigroup.Verify(ctx, kube.Discovery(), false, st.CalicoAPIGroup)
 	rep := &CalicoAPI{Group: m.Group, Source: m.Source}
 	if err != nil {
 		return rep, err.Error()

@@ -32,8 +32,9 @@ func main() {
 		}
 		// The gate checks again at once when Calico locks or unlocks.
 		var g *gate.Gate
-		lock := gate.NewFollower(oc.Dynamic, gate.ClusterInfoReady(calico), func() { go g.Once(ctx) })
-		g = gate.NewGate(kube.Discovery(), apigroup.All, lock.Check, 20*time.Second)
+		m, _ := apigroup.InForce()
+		lock := gate.NewLock(m, oc.Dynamic, gate.ClusterInfoReady(calico), func() { go func() { _ = g.Once(ctx) }() })
+		g = gate.New(kube.Discovery(), nil, lock, 20*time.Second)
 		go lock.Run(ctx)
 		opts.CalicoAPI = g
 		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -36,9 +37,10 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 	serveCalicoV1(t, fake.NewClientset())
 	bare := fake.NewClientset() // serves no Calico type
 	r := newReadiness(nil, time.Now)
-	r.calicoAPI(errAPINotChecked)
+	g := newGate(bare.Discovery(), nil, nil)
+	r.gate = g
 	objs := reservetest.NewObjects()
-	p := &prober{objs: objs, bucket: 0, r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(bare.Discovery(), nil, nil)}
+	p := &prober{objs: objs, bucket: 0, r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, gate: g}
 	p.once(context.Background())
 	ok, reason, detail := r.state()
 	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "not served in API group crd.projectcalico.org/v1: ipreservations") {
@@ -49,7 +51,7 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 	if ok, _, _ := r.state(); ok {
 		t.Fatal("a landed write made an agent ready whose Calico types are not served")
 	}
-	s := watchedStore{Store: nil, r: r}
+	s := g.Store(watchedStore{Store: nil, r: r})
 	if _, err := s.Reserve(context.Background(), "n1", []reserve.Entry{{}}); err == nil || !strings.Contains(err.Error(), "not served") {
 		t.Fatalf("reserve went through: %v", err)
 	}
@@ -69,7 +71,9 @@ func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
 	serveCalicoV1(t, kube)
 	nc := ""
 	r := newReadiness(nil, time.Now)
-	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), func() string { return nc }, nil)}
+	g := newGate(kube.Discovery(), func() string { return nc }, nil)
+	r.gate = g
+	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, gate: g}
 	p.once(context.Background())
 	r.serve()
 	if ok, reason, detail := r.state(); !ok {
@@ -93,16 +97,18 @@ func (someIPs) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]str
 // While the group cannot be used, "no addresses" is never the answer: the
 // DEL is journaled and the address stays allocated.
 func TestIPAMReadsRefuseWhileTheGroupCannotBeUsed(t *testing.T) {
-	r := newReadiness(nil, time.Now)
-	r.calicoAPI(&apigroup.NotServedError{Group: apigroup.GroupV1, Missing: []string{"ipamhandles"}})
-	g := gatedIPAM{someIPs{}, r}
+	var problem error = &apigroup.NotServedError{Group: apigroup.GroupV1, Missing: []string{"ipamhandles"}}
+	gt := gate.NewFunc(func(context.Context) error { return problem }, time.Hour)
+	_ = gt.Once(context.Background())
+	g := gt.IPAM(someIPs{})
 	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); !apigroup.IsNotServed(err) {
 		t.Fatalf("handle read: %v", err)
 	}
 	if _, _, err := g.GetAssignmentAttributes(context.Background(), cnet.IP{}); !apigroup.IsNotServed(err) {
 		t.Fatalf("holder read: %v", err)
 	}
-	r.calicoAPI(nil)
+	problem = nil
+	_ = gt.Once(context.Background())
 	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); err != nil {
 		t.Fatal(err)
 	}

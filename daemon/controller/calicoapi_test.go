@@ -17,15 +17,15 @@ import (
 func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	var served atomic.Bool
 	notServed := &apigroup.NotServedError{Group: apigroup.GroupV1, Missing: []string{"ipreservations", "ipamblocks"}}
-	gate := gate.NewGateFunc(func(context.Context) error {
+	g := gate.NewFunc(func(context.Context) error {
 		if served.Load() {
 			return nil
 		}
 		return notServed
 	}, time.Hour)
-	b := newAwayBed(t, func(o *Options) { o.CalicoAPI = gate })
+	b := newAwayBed(t, func(o *Options) { o.CalicoAPI = g })
 	b.c.synced.Store(true)
-	gate.Once(context.Background())
+	_ = g.Once(context.Background())
 	if ok, why := b.c.ready(); ok || !strings.Contains(why, "not served in API group crd.projectcalico.org/v1") {
 		t.Fatalf("ready %v %q", ok, why)
 	}
@@ -44,7 +44,7 @@ func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	// The CRDs are installed: the real view shows the pod's allocation.
 	b.ipam.set("10.0.0.5", "kafka", "broker-0")
 	served.Store(true)
-	gate.Once(context.Background())
+	_ = g.Once(context.Background())
 	if ok, why := b.c.ready(); !ok {
 		t.Fatalf("not ready once served: %s", why)
 	}

@@ -100,7 +100,7 @@ func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve
 		return nil, fmt.Errorf("agent selector %q: %w", opts.AgentSelector, err)
 	}
 	if opts.CalicoAPI != nil {
-		store, ipam = opts.CalicoAPI.Store(store), opts.CalicoAPI.Reader(ipam)
+		store, ipam = opts.CalicoAPI.Store(store), opts.CalicoAPI.IPAM(ipam)
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})

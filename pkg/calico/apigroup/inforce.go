@@ -2,11 +2,11 @@ package apigroup
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 )
 
@@ -48,6 +48,9 @@ func InForce() (Mode, bool) {
 func serverGroups(disc discovery.DiscoveryInterface) func(context.Context) ([]string, error) {
 	return func(context.Context) ([]string, error) {
 		gl, err := disc.ServerGroups()
+		if apierrors.IsNotFound(err) {
+			return nil, nil // an endpoint that serves no API groups at all: no Calico either
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -58,15 +61,3 @@ func serverGroups(disc discovery.DiscoveryInterface) func(context.Context) ([]st
 		return names, nil
 	}
 }
-
-// Check is CheckServed for the mode in force against disc: what the
-// daemons' readiness and the CLIs call.
-func Check(ctx context.Context, disc discovery.DiscoveryInterface, kinds []Kind) error {
-	m, ok := InForce()
-	if !ok {
-		return errNotDecided
-	}
-	return CheckServed(ctx, disc.ServerResourcesForGroupVersion, m, kinds)
-}
-
-var errNotDecided = errors.New("calico API group not decided yet (DecideOnce was not called)")

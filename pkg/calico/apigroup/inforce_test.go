@@ -35,8 +35,8 @@ capo_calico_api_info{group="projectcalico.org/v3",source="discovery"} 1
 	if err := testutil.CollectAndCompare(Info(), strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	err = Check(context.Background(), disc, []Kind{IPReservation, IPAMHandle})
-	if !IsNotServed(err) || !strings.Contains(err.Error(), "projectcalico.org/v3: ipamhandles") {
+	err = Usable(disc.ServerResourcesForGroupVersion, m, "")
+	if !IsNotServed(err) || !strings.Contains(err.Error(), "projectcalico.org/v3: ipamblocks, ipamhandles") {
 		t.Fatalf("check: %v", err)
 	}
 }

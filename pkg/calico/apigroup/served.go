@@ -1,15 +1,12 @@
 package apigroup
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 )
 
 // Kind is a Calico resource type capo reads or writes, with its resource
@@ -47,39 +44,41 @@ func (k Kind) Resource(group string) string {
 type NotServedError struct {
 	Group   string
 	Missing []string // resource names
+	// NoCalico: IPReservations are served in neither group, so this is not
+	// Calico's cluster, or Calico is not installed (Verify tells).
+	NoCalico bool
 }
 
 func (e *NotServedError) Error() string {
-	return fmt.Sprintf("Calico resource types not served in API group %s: %s. capo would read them as empty and could free a held address, so it refuses to run; "+
+	msg := fmt.Sprintf("Calico resource types not served in API group %s: %s. capo would read them as empty and could free a held address, so it refuses to run; "+
 		"install Calico's CRDs for that group, or set %s (or the calico plugin's calico_api_group) to the group Calico uses (%s or %s)",
 		e.Group, strings.Join(e.Missing, ", "), EnvGroup, GroupV3, GroupV1)
+	if e.NoCalico {
+		msg += fmt.Sprintf(". The API server does not serve Calico's IPReservation type (ipreservations) in %s or %s: is this the cluster Calico runs in (--context, --kubeconfig), and is Calico installed? For an etcd datastore, set DATASTORE_TYPE=etcdv3", GroupV1, GroupV3)
+	}
+	return msg
 }
+
+// IsNotServed tells a NotServedError from other failures.
+func IsNotServed(err error) bool { return errors.As(err, new(*NotServedError)) }
 
 // Resources lists the resources of one group/version, as the discovery
 // client's ServerResourcesForGroupVersion does.
 type Resources func(groupVersion string) (*metav1.APIResourceList, error)
 
-// CheckServed returns a *NotServedError when any of kinds is not served in
+// served returns a *NotServedError when any of kinds is not served in
 // m's group, or the discovery error. It passes on etcdv3.
-func CheckServed(_ context.Context, list Resources, m Mode, kinds []Kind) error {
+func served(list Resources, m Mode, kinds []Kind) error {
 	if m.Source == SourceEtcd {
 		return nil
 	}
-	served := map[string]bool{}
-	rl, err := list(m.Group)
-	switch {
-	case apierrors.IsNotFound(err):
-		// the whole group is not served: every kind is missing
-	case err != nil:
+	names, err := resourceNames(list, m.Group)
+	if err != nil {
 		return fmt.Errorf("checking that Calico's types are served in %s: %w", m.Group, err)
-	default:
-		for _, r := range rl.APIResources {
-			served[r.Name] = true
-		}
 	}
 	var missing []string
 	for _, k := range kinds {
-		if !served[k.Resource(m.Group)] {
+		if !names[k.Resource(m.Group)] {
 			missing = append(missing, k.Resource(m.Group))
 		}
 	}
@@ -89,23 +88,19 @@ func CheckServed(_ context.Context, list Resources, m Mode, kinds []Kind) error 
 	return nil
 }
 
-// IsNotServed tells a NotServedError from other failures.
-func IsNotServed(err error) bool { return errors.As(err, new(*NotServedError)) }
-
-// Verify decides the group without keeping it (a CLI's one-off run),
-// then checks that kinds are served there and this build can work in it.
-// It is what capoctl and capo-install check call before they read Calico.
-func Verify(ctx context.Context, disc discovery.DiscoveryInterface, etcd bool, netconf string, kinds []Kind) (Mode, error) {
-	m, err := Decide(ctx, Inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
-	if err != nil {
-		return m, err
+// resourceNames are the resources served in group; none when the whole
+// group is not served.
+func resourceNames(list Resources, group string) (map[string]bool, error) {
+	names := map[string]bool{}
+	rl, err := list(group)
+	switch {
+	case apierrors.IsNotFound(err):
+		return names, nil
+	case err != nil:
+		return nil, err
 	}
-	if err := CheckServed(ctx, disc.ServerResourcesForGroupVersion, m, kinds); err != nil {
-		return m, err
+	for _, r := range rl.APIResources {
+		names[r.Name] = true
 	}
-	return m, Supported(m)
+	return names, nil
 }
-
-// ErrNotChecked holds everything back until a gate's first check: a read
-// in a group Calico does not use sees nothing, and a write is lost.
-var ErrNotChecked = errors.New("the Calico API group in force has not been checked yet")

@@ -1,7 +1,6 @@
 package apigroup
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -30,30 +29,29 @@ func TestCheckServed(t *testing.T) {
 	v3 := Mode{GroupV3, SourceEnv}
 	all1 := []string{"ipreservations", "ipamblocks", "ipamhandles", "ippools", "ipamconfigs", "blockaffinities", "clusterinformations"}
 	all3 := []string{"ipreservations", "ipamblocks", "ipamhandles", "ippools", "ipamconfigurations", "blockaffinities", "clusterinformations"}
-	ctx := context.Background()
 
-	if err := CheckServed(ctx, lists(map[string][]string{GroupV1: all1}), v1, All); err != nil {
+	if err := served(lists(map[string][]string{GroupV1: all1}), v1, All); err != nil {
 		t.Fatalf("all v1 served: %v", err)
 	}
-	if err := CheckServed(ctx, lists(map[string][]string{GroupV3: all3}), v3, All); err != nil {
+	if err := served(lists(map[string][]string{GroupV3: all3}), v3, All); err != nil {
 		t.Fatalf("all v3 served: %v", err)
 	}
 	// v3 CRDs only, capo in v1: the silent case of a new install.
-	err := CheckServed(ctx, lists(map[string][]string{GroupV3: all3}), v1, All)
+	err := served(lists(map[string][]string{GroupV3: all3}), v1, All)
 	if !IsNotServed(err) || !strings.Contains(err.Error(), "crd.projectcalico.org/v1: ipreservations, ipamblocks") {
 		t.Fatalf("v1 not served: %v", err)
 	}
 	// v1 names in a v3 group: ipamconfigs is not ipamconfigurations.
-	err = CheckServed(ctx, lists(map[string][]string{GroupV3: all1}), v3, All)
+	err = served(lists(map[string][]string{GroupV3: all1}), v3, All)
 	var ns *NotServedError
 	if !errors.As(err, &ns) || len(ns.Missing) != 1 || ns.Missing[0] != "ipamconfigurations" {
 		t.Fatalf("ipamconfigurations missing: %v", err)
 	}
 	fail := func(string) (*metav1.APIResourceList, error) { return nil, errors.New("connection refused") }
-	if err := CheckServed(ctx, fail, v1, All); err == nil || IsNotServed(err) {
+	if err := served(fail, v1, All); err == nil || IsNotServed(err) {
 		t.Fatalf("discovery failure must be its own error: %v", err)
 	}
-	if err := CheckServed(ctx, fail, Mode{Source: SourceEtcd}, All); err != nil {
+	if err := served(fail, Mode{Source: SourceEtcd}, All); err != nil {
 		t.Fatalf("etcd: %v", err)
 	}
 }

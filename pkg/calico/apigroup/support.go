@@ -14,11 +14,11 @@ func (e *UnsupportedError) Error() string {
 		e.Mode, GroupV1, GroupV3, EnvGroup)
 }
 
-// Supported is nil when this build can work in m: on etcdv3, in
+// supported is nil when this build can work in m: on etcdv3, in
 // crd.projectcalico.org/v1 (libcalico-go's client) and in native
 // projectcalico.org/v3, where every Calico resource capo reads or writes
 // goes through capo's own client (pkg/calico/client).
-func Supported(m Mode) error {
+func supported(m Mode) error {
 	if m.Source != SourceEtcd && m.Group != GroupV1 && m.Group != GroupV3 {
 		return &UnsupportedError{Mode: m}
 	}
@@ -38,9 +38,9 @@ func (e *MismatchError) Error() string {
 		e.Netconf, e.Mode, EnvGroup)
 }
 
-// CheckNetconf is nil unless netconf (the node's calico_api_group now)
+// matchesNetconf is nil unless netconf (the node's calico_api_group now)
 // names a group other than m's. On etcdv3, or with no key, it passes.
-func CheckNetconf(m Mode, netconf string) error {
+func matchesNetconf(m Mode, netconf string) error {
 	if m.Source == SourceEtcd || netconf == "" {
 		return nil
 	}

@@ -21,26 +21,26 @@ func (nobody) GetAssignmentAttributes(context.Context, cnet.IP) (map[string]stri
 
 func TestGateClosedUntilAPassingCheck(t *testing.T) {
 	var err error = &apigroup.NotServedError{Group: apigroup.GroupV3, Missing: []string{"ipamhandles"}}
-	g := NewGateFunc(func(context.Context) error { return err }, time.Hour)
+	g := NewFunc(func(context.Context) error { return err }, time.Hour)
 	s := g.Store(reservetest.NewStore(reserve.DefaultLimits))
-	r := g.Reader(nobody{})
+	r := g.IPAM(nobody{})
 	ctx := context.Background()
 
-	if _, e := s.List(ctx); !errors.Is(e, apigroup.ErrNotChecked) {
+	if _, e := s.List(ctx); !errors.Is(e, ErrNotChecked) {
 		t.Fatalf("before the first check: %v", e)
 	}
-	g.Once(ctx)
+	_ = g.Once(ctx)
 	if _, e := s.List(ctx); !apigroup.IsNotServed(e) {
 		t.Fatalf("not served: %v", e)
 	}
-	if _, _, e := r.GetAssignmentAttributes(ctx, cnet.IP{}); !ErrGate(e) {
+	if _, _, e := r.GetAssignmentAttributes(ctx, cnet.IP{}); !apigroup.IsNotServed(e) {
 		t.Fatalf("reader: %v", e)
 	}
 	if ok, why := g.Ready(); ok || why == "" {
 		t.Fatal("ready while not served")
 	}
 	err = nil
-	g.Once(ctx)
+	_ = g.Once(ctx)
 	if _, e := s.List(ctx); e != nil {
 		t.Fatalf("open: %v", e)
 	}
@@ -49,8 +49,8 @@ func TestGateClosedUntilAPassingCheck(t *testing.T) {
 	}
 	// A discovery failure closes it again: an unconfirmed view is not acted on.
 	err = errors.New("connection refused")
-	g.Once(ctx)
-	if _, e := s.Reserve(ctx, "n1", nil); e == nil {
+	_ = g.Once(ctx)
+	if _, e := s.Reserve(ctx, "n1", []reserve.Entry{{IP: "10.0.0.1"}}); e == nil {
 		t.Fatal("open after a failed check")
 	}
 }

@@ -3,6 +3,9 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
@@ -12,6 +15,62 @@ import (
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
+
+// LockedError is Calico's datastore locked: ClusterInformation default has
+// datastoreReady false, as Calico sets it while it upgrades or migrates
+// its datastore (its v1 to v3 migration locks crd.projectcalico.org/v1,
+// drains for 10 s, then copies every resource to projectcalico.org/v3).
+// A reservation written after the copy began would stay behind in the old
+// group, where Calico no longer reads: capo writes none while locked.
+type LockedError struct {
+	Mode apigroup.Mode
+	// Unfollowed is why the lock cannot be followed (the watch of
+	// ClusterInformation fails: RBAC, not served): as good as locked.
+	Unfollowed error
+}
+
+func (e *LockedError) Error() string {
+	if e.Unfollowed != nil {
+		return fmt.Sprintf("capo cannot tell whether Calico's datastore (%s) is locked for an upgrade or migration, so it writes no reservation: watching ClusterInformation default: %v. "+
+			"Grant capo get, list and watch on clusterinformations (the chart does)", e.Mode, e.Unfollowed)
+	}
+	return fmt.Sprintf("Calico's datastore (%s) is locked: ClusterInformation default has datastoreReady false, as Calico sets it while it upgrades or migrates its datastore. "+
+		"capo writes no reservation until Calico unlocks it; capo-ipam journals teardowns and keeps their addresses allocated. "+
+		"After a migration to %s, run capo in that group too, as Calico's components (%s=%s; the chart's calico.apiGroup)",
+		e.Mode, apigroup.GroupV3, apigroup.EnvGroup, apigroup.GroupV3)
+}
+
+// IsLocked tells a LockedError from other failures.
+func IsLocked(err error) bool { return errors.As(err, new(*LockedError)) }
+
+// Lock follows Calico's datastore lock (ClusterInformation default's
+// datastoreReady) in the mode in force: while Calico upgrades or migrates
+// its datastore, capo writes nothing, as Calico's own CNI plugin refuses
+// to work. On the Kubernetes datastore it is watched (a lock is seen at
+// once, well inside the 10 s Calico drains before it copies); on etcdv3,
+// and without a dynamic client, each check reads it. Until its first
+// answer it says nothing (the gate's first check holds everything back).
+type Lock struct {
+	mode     apigroup.Mode
+	dyn      dynamic.Interface // nil: check reads
+	get      func(ctx context.Context) (*bool, error)
+	onChange func()
+
+	mu         sync.Mutex
+	known      bool
+	locked     bool
+	unfollowed error // the watch's last failure, until it delivers again
+}
+
+// NewLock follows the lock in m through dyn (watched), or get (read at
+// each check); onChange, when set, runs after every change, so that a
+// daemon can check at once rather than at its next probe.
+func NewLock(m apigroup.Mode, dyn dynamic.Interface, get func(ctx context.Context) (*bool, error), onChange func()) *Lock {
+	if m.Source == apigroup.SourceEtcd {
+		dyn = nil
+	}
+	return &Lock{mode: m, dyn: dyn, get: get, onChange: onChange}
+}
 
 // ClusterInfoReady reads ClusterInformation default's datastoreReady
 // through Calico's client (either group, or etcdv3); none is no lock.
@@ -28,44 +87,75 @@ func ClusterInfoReady(c clientv3.Interface) func(ctx context.Context) (*bool, er
 	}
 }
 
-// Follower follows Calico's datastore lock (ClusterInformation default's
-// datastoreReady) in the mode in force: while Calico upgrades or migrates
-// its datastore, capo writes nothing, as Calico's own CNI plugin refuses
-// to work. On the Kubernetes datastore it is watched (a lock is seen at
-// once, well inside the 10 s Calico drains before it copies); on etcdv3,
-// and without a dynamic client, each Check reads it.
-type Follower struct {
-	lock *apigroup.Lock
-	dyn  dynamic.Interface // nil: Check reads
-	get  func(ctx context.Context) (*bool, error)
-}
-
-// NewFollower follows the lock through dyn, or get; onChange runs on
-// every change, so that a daemon can check at once.
-func NewFollower(dyn dynamic.Interface, get func(ctx context.Context) (*bool, error), onChange func()) *Follower {
-	m, _ := apigroup.InForce()
-	if m.Source == apigroup.SourceEtcd {
-		dyn = nil
-	}
-	return &Follower{lock: apigroup.NewLock(m, onChange), dyn: dyn, get: get}
-}
-
 // Run watches the lock until ctx ends, on the Kubernetes datastore.
-func (f *Follower) Run(ctx context.Context) {
-	if f.dyn != nil {
-		f.lock.Watch(ctx, f.dyn)
+func (l *Lock) Run(ctx context.Context) {
+	if l.dyn != nil {
+		l.watch(ctx, l.dyn)
 	}
 }
 
-// Check is a *apigroup.LockedError while Calico's datastore is locked;
-// when not watched, it reads ClusterInformation first.
-func (f *Follower) Check(ctx context.Context) error {
-	if f.dyn == nil && f.get != nil {
-		ready, err := f.get(ctx)
+// check is a *LockedError while Calico's datastore is locked; when not
+// watched, it reads ClusterInformation first.
+func (l *Lock) check(ctx context.Context) error {
+	if l.dyn == nil && l.get != nil {
+		ready, err := l.get(ctx)
 		if err != nil {
 			return err
 		}
-		f.lock.Set(ready)
+		l.set(ready)
 	}
-	return f.lock.Err()
+	return l.err()
+}
+
+// err is a *LockedError while Calico's datastore is locked, as last seen.
+func (l *Lock) err() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.unfollowed != nil:
+		return &LockedError{Mode: l.mode, Unfollowed: l.unfollowed}
+	case l.locked:
+		return &LockedError{Mode: l.mode}
+	}
+	return nil
+}
+
+// unfollow records a failed watch; nil clears it.
+func (l *Lock) unfollow(err error) {
+	l.mu.Lock()
+	changed := (l.unfollowed == nil) != (err == nil)
+	l.unfollowed = err
+	l.mu.Unlock()
+	if changed && err != nil {
+		slog.Error("cannot follow Calico's datastore lock: no reservation is written until it can", "calico", l.mode.String(), "err", err)
+	}
+	if changed && l.onChange != nil {
+		l.onChange()
+	}
+}
+
+// set records ClusterInformation default's datastoreReady. Absent (nil,
+// or no ClusterInformation at all) is not locked: Calico locks by setting
+// it false, and a datastore Calico never initialised has no IPAM to lose.
+func (l *Lock) set(ready *bool) {
+	l.unfollow(nil)
+	locked := ready != nil && !*ready
+	l.mu.Lock()
+	changed := !l.known || l.locked != locked
+	l.known, l.locked = true, locked
+	l.mu.Unlock()
+	if !changed {
+		return
+	}
+	if locked {
+		slog.Warn("Calico locked its datastore (ClusterInformation datastoreReady false): no reservation is written until it unlocks", "calico", l.mode.String())
+	} else {
+		slog.Info("Calico's datastore is not locked (ClusterInformation datastoreReady)", "calico", l.mode.String())
+	}
+	if l.onChange != nil {
+		l.onChange()
+	}
 }

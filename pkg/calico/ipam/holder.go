@@ -16,9 +16,16 @@ import (
 	"github.com/capo-net/capo/pkg/calico"
 )
 
-// Reader is the part of libcalico-go's IPAM client this needs.
+// Reader is the part of libcalico-go's IPAM client that says who holds
+// an address.
 type Reader interface {
 	GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error)
+}
+
+// HandleReader also reads a handle's addresses: the agent's reads.
+type HandleReader interface {
+	Reader
+	IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error)
 }
 
 // Who returns the allocation holding ip, or nil when it is free (no pool, no

@@ -1,4 +1,4 @@
-package apigroup
+package gate
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 func clusterInfo(group string, ready bool) *unstructured.Unstructured {
@@ -24,27 +26,27 @@ func clusterInfo(group string, ready bool) *unstructured.Unstructured {
 // The lock follows ClusterInformation default's datastoreReady in the
 // group in force, as Calico's migration sets it, and says so at once.
 func TestLockFollowsCalicosClusterInformation(t *testing.T) {
-	for _, group := range []string{GroupV1, GroupV3} {
+	for _, group := range []string{apigroup.GroupV1, apigroup.GroupV3} {
 		t.Run(group, func(t *testing.T) {
 			gv, _ := schema.ParseGroupVersion(group)
 			gvr := gv.WithResource("clusterinformations")
 			dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ClusterInformationList"}, clusterInfo(group, true))
 			changed := make(chan struct{}, 10)
-			l := NewLock(Mode{Group: group, Source: SourceDiscovery}, func() { changed <- struct{}{} })
+			l := NewLock(apigroup.Mode{Group: group, Source: apigroup.SourceDiscovery}, dyn, nil, func() { changed <- struct{}{} })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			l.Watch(ctx, dyn)
-			if err := l.Err(); err != nil {
+			l.Run(ctx)
+			if err := l.err(); err != nil {
 				t.Fatalf("unlocked datastore: %v", err)
 			}
 			if _, err := dyn.Resource(gvr).Update(ctx, clusterInfo(group, false), metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return IsLocked(l.Err()) }, "the lock")
+			waitFor(t, func() bool { return IsLocked(l.err()) }, "the lock")
 			if _, err := dyn.Resource(gvr).Update(ctx, clusterInfo(group, true), metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return l.Err() == nil }, "the unlock")
+			waitFor(t, func() bool { return l.err() == nil }, "the unlock")
 			if len(changed) < 2 {
 				t.Fatalf("%d change callbacks, want one a change", len(changed))
 			}
@@ -54,14 +56,14 @@ func TestLockFollowsCalicosClusterInformation(t *testing.T) {
 
 // No ClusterInformation, or one without datastoreReady, is no lock.
 func TestLockWithoutClusterInformationIsOpen(t *testing.T) {
-	l := NewLock(Mode{Group: GroupV1, Source: SourceEnv}, nil)
-	l.Set(nil)
-	if err := l.Err(); err != nil {
+	l := NewLock(apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceEnv}, nil, nil, nil)
+	l.set(nil)
+	if err := l.err(); err != nil {
 		t.Fatal(err)
 	}
 	f := false
-	l.Set(&f)
-	if !IsLocked(l.Err()) {
+	l.set(&f)
+	if !IsLocked(l.err()) {
 		t.Fatal("datastoreReady false is not a lock")
 	}
 }
