@@ -18,6 +18,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
 // IPAM reads Calico's IPAM as calico-ipam keeps it in native
@@ -152,26 +153,18 @@ func blockName(n *net.IPNet) string {
 	return strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(n.String())
 }
 
-// blockOf is the block addr falls in: the first pool containing it, cut to
-// the pool's block size (Calico's defaults when unset), as calico-ipam
-// carves blocks.
+// blockOf is the block addr falls in (ipam.BlockOf), nil when no pool
+// contains it.
 func blockOf(addr net.IP, pools []apiv3.IPPool) *net.IPNet {
-	for _, p := range pools {
-		_, pn, err := net.ParseCIDR(p.Spec.CIDR)
-		if err != nil || !pn.Contains(addr) {
-			continue
-		}
-		bits, size := 32, p.Spec.BlockSize
-		if addr.To4() == nil {
-			bits = 128
-		}
-		if size == 0 {
-			size = map[int]int{32: 26, 128: 122}[bits]
-		}
-		mask := net.CIDRMask(size, bits)
-		return &net.IPNet{IP: addr.Mask(mask), Mask: mask}
+	a, ok := netip.AddrFromSlice(addr)
+	if !ok {
+		return nil
 	}
-	return nil
+	b, ok := ipam.BlockOf(a, pools)
+	if !ok {
+		return nil
+	}
+	return &net.IPNet{IP: net.IP(b.Addr().AsSlice()), Mask: net.CIDRMask(b.Bits(), b.Addr().BitLen())}
 }
 
 // ordinal is addr's offset in b, or -1 when b does not contain it.

@@ -31,16 +31,17 @@ func WhoIn(ctx context.Context, r BlockReader, block netip.Prefix, ip netip.Addr
 	return holderOf(ip, attrs, handle, err)
 }
 
-// BlockOf is the block ip falls in, as libcalico-go's
-// GetAssignmentAttributes finds it: the enabled pool of ip's family that
-// contains it, cut to the pool's block size (Calico's default when unset).
-// ok is false when no enabled pool contains ip: Calico then answers that
-// nobody holds it, without reading a block.
+// BlockOf is the block ip falls in, as calico-ipam carves blocks: the
+// first pool of ip's family that contains it, enabled or not, cut to the
+// pool's block size (Calico's default when unset). ok is false when no
+// pool contains ip. A disabled pool's blocks keep their allocations: an
+// operator disables the old pool while migrating, and its addresses are
+// still held until their pods go.
 func BlockOf(ip netip.Addr, pools []apiv3.IPPool) (block netip.Prefix, ok bool) {
 	ip = ip.Unmap()
 	for _, p := range pools {
 		pfx, err := netip.ParsePrefix(p.Spec.CIDR)
-		if err != nil || p.Spec.Disabled || !pfx.Contains(ip) {
+		if err != nil || !pfx.Contains(ip) {
 			continue
 		}
 		size := p.Spec.BlockSize
@@ -54,6 +55,18 @@ func BlockOf(ip netip.Addr, pools []apiv3.IPPool) (block netip.Prefix, ok bool) 
 		return b, err == nil
 	}
 	return netip.Prefix{}, false
+}
+
+// Enabled are the pools that are not disabled: where libcalico-go's
+// GetAssignmentAttributes looks for an address's block.
+func Enabled(pools []apiv3.IPPool) []apiv3.IPPool {
+	var out []apiv3.IPPool
+	for _, p := range pools {
+		if !p.Spec.Disabled {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // BlockReaderOf is c's BlockReader: c itself if it is one, else one on

@@ -59,7 +59,7 @@ func TestBlockOf(t *testing.T) {
 		return p
 	}
 	pools := []apiv3.IPPool{
-		pool("10.1.0.0/16", 26, true), // disabled: Calico's reader looks no further
+		pool("10.1.0.0/16", 26, true), // disabled: its blocks still hold their addresses
 		pool("10.0.0.0/16", 28, false),
 		pool("10.2.0.0/16", 0, false), // unset: Calico's default, /26
 		pool("fd00::/64", 0, false),   // /122
@@ -72,7 +72,7 @@ func TestBlockOf(t *testing.T) {
 		{"10.2.0.200", "10.2.0.192/26"},
 		{"fd00::1:0:0:7f", "fd00::1:0:0:40/122"},
 		{"::ffff:10.0.0.37", "10.0.0.32/28"},
-		{"10.1.0.5", ""},
+		{"10.1.0.5", "10.1.0.0/26"},
 		{"192.168.0.1", ""},
 	} {
 		b, ok := BlockOf(netip.MustParseAddr(tc.ip), pools)

@@ -42,7 +42,7 @@ func (r *Reader) startHolders(ctx context.Context, g *errgroup.Group, entries []
 			continue
 		}
 		h.addrs[i] = addr
-		if b, ok := ipam.BlockOf(addr, last); ok && blocks != nil {
+		if b, ok := ipam.BlockOf(addr, ipam.Enabled(last)); ok && blocks != nil {
 			h.guessed[i] = b
 			g.Go(func() error {
 				// An error here only sends finish to Calico's own read.
@@ -67,7 +67,7 @@ func (h *holderReads) finish(ctx context.Context, rd ipam.Reader, pools []apiv3.
 		if !b.IsValid() {
 			continue
 		}
-		if fresh, ok := ipam.BlockOf(h.addrs[i], pools); ok && fresh == b && h.errs[i] == nil {
+		if fresh, ok := ipam.BlockOf(h.addrs[i], ipam.Enabled(pools)); ok && fresh == b && h.errs[i] == nil {
 			continue
 		}
 		g.Go(func() (err error) {

@@ -65,7 +65,7 @@ func (r ipamReads) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[s
 	defer r.c.mu.Unlock()
 	r.c.who++
 	addr, _ := netip.AddrFromSlice(ip.IP)
-	block, ok := ipam.BlockOf(addr.Unmap(), r.c.pools)
+	block, ok := ipam.BlockOf(addr.Unmap(), ipam.Enabled(r.c.pools))
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
 	}
