@@ -42,11 +42,15 @@ type Client struct {
 }
 
 // For is the client capo reads and writes Calico through in mode m: c,
-// libcalico-go's, as it is on etcdv3 and in crd.projectcalico.org/v1;
-// overlaid with projectcalico.org/v3 (a Client on the API server cfg
-// gives) in that group, which libcalico-go v3.31 does not know.
+// libcalico-go's, on etcdv3 and in crd.projectcalico.org/v1, with capo's
+// own reads of a handle's addresses (onBackend); overlaid with
+// projectcalico.org/v3 (a Client on the API server cfg gives) in that
+// group, which libcalico-go v3.31 does not know.
 func For(c clientv3.Interface, m apigroup.Mode, cfg func() (*rest.Config, error)) (clientv3.Interface, error) {
 	if m.Source == apigroup.SourceEtcd || m.Group != apigroup.GroupV3 {
+		if s := ipam.Backend(c); s != nil {
+			return onBackend{Interface: c, reads: ipam.Reads{S: s}}, nil
+		}
 		return c, nil
 	}
 	rc, err := cfg()

@@ -2,17 +2,9 @@ package ipam
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"net/netip"
-	"strings"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
-	bapi "github.com/projectcalico/calico/libcalico-go/lib/backend/api"
-	"github.com/projectcalico/calico/libcalico-go/lib/backend/model"
-	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 
 	"github.com/capo-net/capo/pkg/calico"
 )
@@ -70,48 +62,13 @@ func Enabled(pools []apiv3.IPPool) []apiv3.IPPool {
 }
 
 // BlockReaderOf is c's BlockReader: c itself if it is one, else one on
-// libcalico-go's backend when c gives it (Backend, as libcalico-go's
-// client does), else nil.
+// libcalico-go's backend when c gives it (Backend), else nil.
 func BlockReaderOf(c any) BlockReader {
 	if r, ok := c.(BlockReader); ok {
 		return r
 	}
-	if b, ok := c.(interface{ Backend() bapi.Client }); ok {
-		return backendBlocks{b.Backend()}
+	if s := Backend(c); s != nil {
+		return Reads{S: s}
 	}
 	return nil
-}
-
-// backendBlocks reads blocks where libcalico-go's IPAM client reads them:
-// its backend (crd.projectcalico.org/v1 or etcdv3).
-type backendBlocks struct{ b bapi.Client }
-
-func (r backendBlocks) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
-	cidr := cnet.IPNet{IPNet: net.IPNet{IP: net.IP(block.Addr().AsSlice()), Mask: net.CIDRMask(block.Bits(), block.Addr().BitLen())}}
-	kv, err := r.b.Get(ctx, model.BlockKey{CIDR: cidr}, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	b, ok := kv.Value.(*model.AllocationBlock)
-	if !ok {
-		return nil, nil, fmt.Errorf("block %s read as %T", block, kv.Value)
-	}
-	ord, err := b.IPToOrdinal(cnet.IP{IP: net.IP(addr.AsSlice())})
-	if err != nil {
-		return nil, nil, err
-	}
-	i := b.Allocations[ord]
-	if i == nil {
-		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String(), Err: errors.New("IP is unassigned")}
-	}
-	if *i < 0 || *i >= len(b.Attributes) {
-		return nil, nil, fmt.Errorf("block %s: %s points at attribute %d of %d", block, addr, *i, len(b.Attributes))
-	}
-	a := b.Attributes[*i]
-	if a.AttrPrimary == nil {
-		return a.AttrSecondary, nil, nil
-	}
-	// A handle may carry a "\r"-separated suffix; Calico's readers drop it.
-	h, _, _ := strings.Cut(*a.AttrPrimary, "\r")
-	return a.AttrSecondary, &h, nil
 }
