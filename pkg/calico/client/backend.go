@@ -14,7 +14,8 @@ import (
 // onBackend is libcalico-go's client (crd.projectcalico.org/v1, etcdv3)
 // with capo's reads of Calico IPAM over the same backend (ipam.Reads):
 // a block that cannot be read is an error, where libcalico-go's
-// IPsByHandle skips it and answers "this handle holds nothing there".
+// IPsByHandle skips it and answers "this handle holds nothing there", and
+// an address's block is found whatever its pool's state.
 type onBackend struct {
 	clientv3.Interface
 	reads ipam.Reads
@@ -29,7 +30,7 @@ func (c onBackend) AssignmentIn(ctx context.Context, block netip.Prefix, addr ne
 	return c.reads.AssignmentIn(ctx, block, addr)
 }
 
-// backendIPAM is libcalico-go's IPAM client with capo's handle reads.
+// backendIPAM is libcalico-go's IPAM client with capo's reads.
 type backendIPAM struct {
 	cipam.Interface
 	reads ipam.Reads
@@ -37,4 +38,8 @@ type backendIPAM struct {
 
 func (i backendIPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error) {
 	return i.reads.IPsByHandle(ctx, handleID)
+}
+
+func (i backendIPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
+	return i.reads.GetAssignmentAttributes(ctx, addr)
 }

@@ -49,18 +49,6 @@ func BlockOf(ip netip.Addr, pools []apiv3.IPPool) (block netip.Prefix, ok bool) 
 	return netip.Prefix{}, false
 }
 
-// Enabled are the pools that are not disabled: where libcalico-go's
-// GetAssignmentAttributes looks for an address's block.
-func Enabled(pools []apiv3.IPPool) []apiv3.IPPool {
-	var out []apiv3.IPPool
-	for _, p := range pools {
-		if !p.Spec.Disabled {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // BlockReaderOf is c's BlockReader: c itself if it is one, else one on
 // libcalico-go's backend when c gives it (Backend), else nil.
 func BlockReaderOf(c any) BlockReader {

@@ -44,10 +44,12 @@ type Store interface {
 }
 
 // Reads answers libcalico-go's IPAM reads on a Store, as libcalico-go
-// answers them, with one difference: a block that cannot be read is an
-// error. libcalico-go's IPsByHandle logs and skips it, which reads as
+// answers them, with two differences. A block that cannot be read is an
+// error: libcalico-go's IPsByHandle logs and skips it, which reads as
 // "this handle holds nothing there" and lets capo-ipam free the address
-// unreserved.
+// unreserved. And an address's block is found whatever its pool's state:
+// libcalico-go's GetAssignmentAttributes looks among enabled pools only,
+// so every address of a pool disabled for a migration read as nobody's.
 type Reads struct{ S Store }
 
 var (
@@ -90,7 +92,7 @@ func (r Reads) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[s
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing IP pools: %w", err)
 	}
-	block, ok := BlockOf(a.Unmap(), Enabled(pools))
+	block, ok := BlockOf(a.Unmap(), pools)
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String(), Err: errors.New("no IPPool contains it")}
 	}

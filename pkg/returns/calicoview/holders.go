@@ -15,7 +15,7 @@ import (
 // holderReads are the reads of who holds each held address, started
 // beside the view's other reads.
 //
-// libcalico-go's GetAssignmentAttributes lists every pool to find an
+// Calico IPAM's GetAssignmentAttributes lists every pool to find an
 // address's block, then reads the block: two reads in turn, the slowest
 // part of a returning pod's offer. A pool's CIDR and block size cannot
 // change while it exists, so the block the last view's pools give is read
@@ -42,7 +42,7 @@ func (r *Reader) startHolders(ctx context.Context, g *errgroup.Group, entries []
 			continue
 		}
 		h.addrs[i] = addr
-		if b, ok := ipam.BlockOf(addr, ipam.Enabled(last)); ok && blocks != nil {
+		if b, ok := ipam.BlockOf(addr, last); ok && blocks != nil {
 			h.guessed[i] = b
 			g.Go(func() error {
 				// An error here only sends finish to Calico's own read.
@@ -67,7 +67,7 @@ func (h *holderReads) finish(ctx context.Context, rd ipam.Reader, pools []apiv3.
 		if !b.IsValid() {
 			continue
 		}
-		if fresh, ok := ipam.BlockOf(h.addrs[i], ipam.Enabled(pools)); ok && fresh == b && h.errs[i] == nil {
+		if fresh, ok := ipam.BlockOf(h.addrs[i], pools); ok && fresh == b && h.errs[i] == nil {
 			continue
 		}
 		g.Go(func() (err error) {

@@ -21,7 +21,7 @@ import (
 
 // fakeCalico is Calico's datastore as a view reads it: pools, and who holds
 // each address in each block. Its GetAssignmentAttributes finds the block
-// as libcalico-go's does (the enabled pools); AssignmentIn reads the block
+// as capo's reader does (ipam.BlockOf: any pool); AssignmentIn reads the block
 // given. It counts both.
 type fakeCalico struct {
 	clientv3.Interface
@@ -65,7 +65,7 @@ func (r ipamReads) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[s
 	defer r.c.mu.Unlock()
 	r.c.who++
 	addr, _ := netip.AddrFromSlice(ip.IP)
-	block, ok := ipam.BlockOf(addr.Unmap(), ipam.Enabled(r.c.pools))
+	block, ok := ipam.BlockOf(addr.Unmap(), r.c.pools)
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
 	}
@@ -139,7 +139,10 @@ func TestHolderReadOnTheLastPools(t *testing.T) {
 	read("the early block read fails", "redis-0", 1, 1)
 	c.blockErr = nil
 
+	// A disabled pool's blocks keep their allocations: the early read stands.
 	c.pools[0].Spec.Disabled = true
-	read("pool disabled: Calico's reader finds no block", "", 1, 1)
-	read("no enabled pool known", "", 1, 0)
+	read("pool disabled", "redis-0", 0, 1)
+	c.pools = nil
+	read("pool deleted: no block", "", 1, 1)
+	read("no pool known", "", 1, 0)
 }
