@@ -123,6 +123,7 @@ func (r *readiness) stop() {
 // state says whether the agent is ready and, if not, why (a reason from
 // notReadyReasons) and what failed.
 func (r *readiness) state() (ready bool, reason, detail string) {
+	calico := r.gate.Err()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -132,8 +133,10 @@ func (r *readiness) state() (ready bool, reason, detail string) {
 		s := append([]string(nil), r.stopped...)
 		sort.Strings(s)
 		return false, reasonLoopStopped, "ended: " + strings.Join(s, ", ")
-	case r.gate.Err() != nil: // before !wrote: a write that lands in a group Calico does not read proves nothing
-		return false, reasonCalicoAPI, r.gate.Err().Error()
+	case calico != nil && !isAPIProblem(calico): // the check could not be made
+		return false, classify(calico), calico.Error()
+	case calico != nil: // before !wrote: a write that lands in a group Calico does not read proves nothing
+		return false, reasonCalicoAPI, calico.Error()
 	case !r.wrote:
 		return false, r.reason, r.detail
 	case !r.serving:

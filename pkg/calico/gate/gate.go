@@ -27,10 +27,8 @@ var errNotDecided = errors.New("calico API group not decided yet (DecideOnce was
 // and write capo makes through it while that failed.
 type Gate struct {
 	check func(context.Context) error
+	lock  *Lock // nil: none followed
 	every time.Duration
-	// Transient, when set, tells a failed check that leaves the last
-	// verdict standing (the caller deals with it) from one that closes.
-	Transient func(error) bool
 
 	mu  sync.Mutex
 	err error
@@ -40,7 +38,7 @@ type Gate struct {
 // node's calico_api_group (netconf; nil off a node), then lock (nil:
 // none), now and then every period.
 func New(disc discovery.DiscoveryInterface, netconf func() string, lock *Lock, every time.Duration) *Gate {
-	return NewFunc(func(ctx context.Context) error {
+	g := NewFunc(func(ctx context.Context) error {
 		m, ok := apigroup.InForce()
 		if !ok {
 			return errNotDecided
@@ -57,6 +55,8 @@ func New(disc discovery.DiscoveryInterface, netconf func() string, lock *Lock, e
 		}
 		return nil
 	}, every)
+	g.lock = lock
+	return g
 }
 
 // NewFunc is a gate on any check, closed until its first.
@@ -76,14 +76,16 @@ func (g *Gate) Run(ctx context.Context) {
 	}
 }
 
-// Once checks now and says how it went. A failed check closes the gate:
-// a view that cannot be confirmed is not one to act on.
+// Once checks now and says how it went. Any failed check closes the gate,
+// a passing discovery's as much as a type not served: a view that cannot
+// be confirmed is not one to act on, and a failed discovery must not keep
+// an earlier verdict standing past Calico's lock.
 func (g *Gate) Once(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err := g.check(cctx)
 	cancel()
-	if err != nil && (ctx.Err() != nil || g.Transient != nil && g.Transient(err)) {
-		return err // stopping, or the caller's to deal with: says nothing of the verdict
+	if err != nil && ctx.Err() != nil {
+		return err // stopping: says nothing of Calico
 	}
 	g.mu.Lock()
 	was := g.err
@@ -98,14 +100,20 @@ func (g *Gate) Once(ctx context.Context) error {
 	return err
 }
 
-// Err is nil while the last check passed.
+// Err is nil while the last check passed and Calico's datastore is not
+// locked now: the lock is read as its watch last saw it, not as the last
+// check did, so a lock closes the gate at once.
 func (g *Gate) Err() error {
 	if g == nil {
 		return nil
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.err
+	err := g.err
+	g.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return g.lock.err()
 }
 
 // Ready is a readiness check: ok, or the reason naming the group.

@@ -54,3 +54,37 @@ func TestGateClosedUntilAPassingCheck(t *testing.T) {
 		t.Fatal("open after a failed check")
 	}
 }
+
+// The gate fails closed: a check that cannot be made (discovery answering
+// 500) closes it as a type not served does, and Calico's lock closes it at
+// once, between checks, whatever the last check said.
+func TestGateFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	ready := true
+	m := apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceEnv}
+	var l *Lock
+	l = NewLock(m, nil, func(context.Context) (*bool, error) { return &ready, nil }, nil)
+	var checkErr error
+	g := NewFunc(func(ctx context.Context) error {
+		if checkErr != nil {
+			return checkErr
+		}
+		return l.check(ctx)
+	}, time.Hour)
+	g.lock = l
+	if err := g.Once(ctx); err != nil || g.Err() != nil {
+		t.Fatalf("open: %v %v", err, g.Err())
+	}
+	ready = false
+	if err := l.check(ctx); !IsLocked(err) { // the lock seen between two checks
+		t.Fatal(err)
+	}
+	if !IsLocked(g.Err()) {
+		t.Fatalf("the lock did not close the gate at once: %v", g.Err())
+	}
+	checkErr = errors.New("the server is currently unable to handle the request (get servergroups)")
+	_ = g.Once(ctx)
+	if g.Err() == nil {
+		t.Fatal("open after a check that could not be made")
+	}
+}

@@ -27,12 +27,22 @@ type LockedError struct {
 	// Unfollowed is why the lock cannot be followed (the watch of
 	// ClusterInformation fails: RBAC, not served): as good as locked.
 	Unfollowed error
+	// Absent: ClusterInformation default does not exist, so nothing says
+	// whether Calico has locked its datastore. NotYet: not read yet.
+	Absent, NotYet bool
 }
 
 func (e *LockedError) Error() string {
-	if e.Unfollowed != nil {
+	switch {
+	case e.Unfollowed != nil:
 		return fmt.Sprintf("capo cannot tell whether Calico's datastore (%s) is locked for an upgrade or migration, so it writes no reservation: watching ClusterInformation default: %v. "+
 			"Grant capo get, list and watch on clusterinformations (the chart does)", e.Mode, e.Unfollowed)
+	case e.Absent:
+		return fmt.Sprintf("ClusterInformation default does not exist in Calico's datastore (%s), so capo cannot tell whether Calico has locked it for an upgrade or migration, and writes no reservation; "+
+			"Calico's own CNI plugin refuses to work without it too. calico-node creates it when it starts; if Calico runs, capo is reading another datastore or API group than Calico's: "+
+			"check DATASTORE_TYPE and %s", e.Mode, apigroup.EnvGroup)
+	case e.NotYet:
+		return fmt.Sprintf("capo has not read Calico's ClusterInformation default (%s) yet, so it cannot tell whether Calico has locked its datastore: no reservation is written until it has", e.Mode)
 	}
 	return fmt.Sprintf("Calico's datastore (%s) is locked: ClusterInformation default has datastoreReady false, as Calico sets it while it upgrades or migrates its datastore. "+
 		"capo writes no reservation until Calico unlocks it; capo-ipam journals teardowns and keeps their addresses allocated. "+
@@ -48,8 +58,9 @@ func IsLocked(err error) bool { return errors.As(err, new(*LockedError)) }
 // its datastore, capo writes nothing, as Calico's own CNI plugin refuses
 // to work. On the Kubernetes datastore it is watched (a lock is seen at
 // once, well inside the 10 s Calico drains before it copies); on etcdv3,
-// and without a dynamic client, each check reads it. Until its first
-// answer it says nothing (the gate's first check holds everything back).
+// and without a dynamic client, each check reads it. It fails closed:
+// until its first answer, and while ClusterInformation default does not
+// exist, it is as good as locked, and says why.
 type Lock struct {
 	mode     apigroup.Mode
 	dyn      dynamic.Interface // nil: check reads
@@ -58,6 +69,7 @@ type Lock struct {
 
 	mu         sync.Mutex
 	known      bool
+	absent     bool // no ClusterInformation default
 	locked     bool
 	unfollowed error // the watch's last failure, until it delivers again
 }
@@ -73,7 +85,9 @@ func NewLock(m apigroup.Mode, dyn dynamic.Interface, get func(ctx context.Contex
 }
 
 // ClusterInfoReady reads ClusterInformation default's datastoreReady
-// through Calico's client (either group, or etcdv3); none is no lock.
+// through Calico's client (either group, or etcdv3): nil when there is no
+// ClusterInformation default, true when it does not say (as Calico's own
+// migration reads it).
 func ClusterInfoReady(c clientv3.Interface) func(ctx context.Context) (*bool, error) {
 	return func(ctx context.Context) (*bool, error) {
 		ci, err := c.ClusterInformation().Get(ctx, "default", options.GetOptions{})
@@ -82,6 +96,10 @@ func ClusterInfoReady(c clientv3.Interface) func(ctx context.Context) (*bool, er
 		}
 		if err != nil {
 			return nil, err
+		}
+		if ci.Spec.DatastoreReady == nil {
+			ready := true
+			return &ready, nil
 		}
 		return ci.Spec.DatastoreReady, nil
 	}
@@ -107,7 +125,8 @@ func (l *Lock) check(ctx context.Context) error {
 	return l.err()
 }
 
-// err is a *LockedError while Calico's datastore is locked, as last seen.
+// err is a *LockedError while Calico's datastore is locked, or capo
+// cannot tell, as last seen.
 func (l *Lock) err() error {
 	if l == nil {
 		return nil
@@ -117,6 +136,10 @@ func (l *Lock) err() error {
 	switch {
 	case l.unfollowed != nil:
 		return &LockedError{Mode: l.mode, Unfollowed: l.unfollowed}
+	case !l.known:
+		return &LockedError{Mode: l.mode, NotYet: true}
+	case l.absent:
+		return &LockedError{Mode: l.mode, Absent: true}
 	case l.locked:
 		return &LockedError{Mode: l.mode}
 	}
@@ -137,22 +160,25 @@ func (l *Lock) unfollow(err error) {
 	}
 }
 
-// set records ClusterInformation default's datastoreReady. Absent (nil,
-// or no ClusterInformation at all) is not locked: Calico locks by setting
-// it false, and a datastore Calico never initialised has no IPAM to lose.
+// set records ClusterInformation default's datastoreReady; nil is no
+// ClusterInformation default at all, which says nothing of a lock: capo
+// holds its writes back, as Calico's own CNI plugin refuses to work.
 func (l *Lock) set(ready *bool) {
 	l.unfollow(nil)
-	locked := ready != nil && !*ready
+	absent, locked := ready == nil, ready != nil && !*ready
 	l.mu.Lock()
-	changed := !l.known || l.locked != locked
-	l.known, l.locked = true, locked
+	changed := !l.known || l.locked != locked || l.absent != absent
+	l.known, l.locked, l.absent = true, locked, absent
 	l.mu.Unlock()
 	if !changed {
 		return
 	}
-	if locked {
+	switch {
+	case absent:
+		slog.Error("Calico's ClusterInformation default does not exist: no reservation is written until it does", "calico", l.mode.String())
+	case locked:
 		slog.Warn("Calico locked its datastore (ClusterInformation datastoreReady false): no reservation is written until it unlocks", "calico", l.mode.String())
-	} else {
+	default:
 		slog.Info("Calico's datastore is not locked (ClusterInformation datastoreReady)", "calico", l.mode.String())
 	}
 	if l.onChange != nil {

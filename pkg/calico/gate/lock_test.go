@@ -2,6 +2,8 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,18 +56,46 @@ func TestLockFollowsCalicosClusterInformation(t *testing.T) {
 	}
 }
 
-// No ClusterInformation, or one without datastoreReady, is no lock.
-func TestLockWithoutClusterInformationIsOpen(t *testing.T) {
+// The lock fails closed, and says why: before its first answer, and while
+// there is no ClusterInformation default (Calico's own CNI plugin refuses
+// to work then too). One without datastoreReady is not locked, as
+// Calico's migration reads it.
+func TestLockWithoutClusterInformationSaysSo(t *testing.T) {
 	l := NewLock(apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceEnv}, nil, nil, nil)
-	l.set(nil)
-	if err := l.err(); err != nil {
-		t.Fatal(err)
+	if err := l.err(); !IsLocked(err) || !strings.Contains(err.Error(), "has not read Calico's ClusterInformation default") {
+		t.Fatalf("before the first answer: %v", err)
 	}
-	f := false
+	l.set(nil)
+	if err := l.err(); !IsLocked(err) || !strings.Contains(err.Error(), "ClusterInformation default does not exist") {
+		t.Fatalf("absent: %v", err)
+	}
+	f, tr := false, true
 	l.set(&f)
 	if !IsLocked(l.err()) {
 		t.Fatal("datastoreReady false is not a lock")
 	}
+	l.set(&tr)
+	if err := l.err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Watched, a ClusterInformation without datastoreReady is not locked, and
+// one deleted is absent.
+func TestLockWatchReadsAnUnsaidFieldAsUnlocked(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "clusterinformations"}
+	ci := clusterInfo(apigroup.GroupV1, true)
+	unstructured.RemoveNestedField(ci.Object, "spec", "datastoreReady")
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ClusterInformationList"}, ci)
+	l := NewLock(apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceDiscovery}, dyn, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.Run(ctx)
+	waitFor(t, func() bool { return l.err() == nil }, "unlocked")
+	if err := dyn.Resource(gvr).Delete(ctx, "default", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { e := new(LockedError); return errors.As(l.err(), &e) && e.Absent }, "absent")
 }
 
 func waitFor(t *testing.T, ok func() bool, what string) {

@@ -29,8 +29,7 @@ func (l *Lock) watch(ctx context.Context, dyn dynamic.Interface) {
 		}
 		ready, found, _ := unstructured.NestedBool(u.Object, "spec", "datastoreReady")
 		if !found {
-			l.set(nil)
-			return
+			ready = true // not said: not locked, as Calico's own migration reads it
 		}
 		l.set(&ready)
 	}
