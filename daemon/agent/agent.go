@@ -121,7 +121,9 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	var off *offerer
 	off, a.settler = a.newReturns(kube, calico, func() config.ReturnMode { return cfg().ReturnAddress }, objects.ListCached)
 	dec.guard = a.settler.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: a.gate.IPAM(calico.IPAM()), node: opts.NodeName}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: a.gate.IPAM(calico.IPAM()), node: opts.NodeName,
+		discovered: func(ctx context.Context) (string, error) { return apigroup.Discovered(ctx, kube.Discovery()) },
+	}
 	a.drainer = &drainer{journal: j, ipam: a.gate.IPAM(calico.IPAM()), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	off.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{

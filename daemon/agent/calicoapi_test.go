@@ -12,8 +12,10 @@ import (
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/gate"
+	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // serveCalicoV1 makes kube's discovery serve Calico's v1 types and has the
@@ -111,5 +113,24 @@ func TestIPAMReadsRefuseWhileTheGroupCannotBeUsed(t *testing.T) {
 	_ = gt.Once(context.Background())
 	if _, err := g.IPsByHandle(context.Background(), "k8s-pod-network.c1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A capo-ipam call in another Calico API group than the agent's is
+// refused (capo-ipam journals it and keeps the address), as is its replay
+// by an agent that decided its group by discovery alone.
+func TestSocketRefusesACallInAnotherGroup(t *testing.T) {
+	serveCalicoV1(t, fake.NewClientset()) // the process decided v1, by discovery
+	sv := &server{}
+	ctx := context.Background()
+	for group, refused := range map[string]bool{"": false, apigroup.GroupV1: false, "crd.projectcalico.org": false, apigroup.GroupV3: true} {
+		err := sv.callGroup(ctx, group)
+		if refused != (err != nil) || refused && !strings.Contains(err.Error(), "journaled with its address kept") {
+			t.Errorf("a call in %q: %v", group, err)
+		}
+		rec := &journal.Record{Request: wire.ReserveRequest{CalicoAPIGroup: group}}
+		if err := replayGroup(rec); refused != (err != nil) {
+			t.Errorf("a replay of a call in %q: %v", group, err)
+		}
 	}
 }

@@ -149,6 +149,9 @@ func (dr *drainer) replay(ctx context.Context, name string, rec *journal.Record)
 		slog.Error("journaled DEL not replayed yet; the address stays allocated", "step", step, "record", name, "attempts", rec.Attempts, "err", err)
 		return false
 	}
+	if err := replayGroup(rec); err != nil {
+		return fail("reserve", err)
+	}
 	dctx, cancel := context.WithTimeout(ctx, dr.timeout())
 	req := rec.Request
 	if len(req.RecordedIPs) > 0 {

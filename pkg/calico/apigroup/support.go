@@ -38,13 +38,14 @@ func (e *MismatchError) Error() string {
 		e.Netconf, e.Mode, EnvGroup)
 }
 
-// matchesNetconf is nil unless netconf (the node's calico_api_group now)
-// names a group other than m's. On etcdv3, or with no key, it passes.
-func matchesNetconf(m Mode, netconf string) error {
-	if m.Source == SourceEtcd || netconf == "" {
+// Agrees is nil unless group (the node's calico_api_group now, or the one
+// a capo-ipam call uses) names a group other than m's: calico-ipam would
+// not read what capo reserves in m. On etcdv3, or with no group, it passes.
+func Agrees(m Mode, group string) error {
+	if m.Source == SourceEtcd || group == "" {
 		return nil
 	}
-	g, err := parseGroup(netconf)
+	g, err := parseGroup(group)
 	if err != nil {
 		return fmt.Errorf("the calico plugin's calico_api_group in the CNI config: %w", err)
 	}

@@ -23,7 +23,7 @@ func Usable(list Resources, m Mode, netconf string) error {
 	if err := supported(m); err != nil {
 		return err
 	}
-	return matchesNetconf(m, netconf)
+	return Agrees(m, netconf)
 }
 
 // Verify decides the group without keeping it (a CLI's one-off run) and
@@ -45,4 +45,11 @@ func Verify(ctx context.Context, disc discovery.DiscoveryInterface, etcd bool, n
 		ns.NoCalico = oerr == nil && !names[IPReservation.Resource(other)]
 	}
 	return m, err
+}
+
+// Discovered is the group discovery alone gives (no CALICO_API_GROUP, no
+// calico_api_group): the one calico-ipam uses when told neither.
+func Discovered(ctx context.Context, disc discovery.DiscoveryInterface) (string, error) {
+	m, err := Decide(ctx, Inputs{Groups: serverGroups(disc)})
+	return m.Group, err
 }
