@@ -45,6 +45,9 @@ type calicoStatus struct {
 	Version        string `json:"version,omitempty"`
 	DatastoreReady bool   `json:"datastoreReady"`
 	APIMode        string `json:"apiMode,omitempty"`
+	// Unreadable are capo's IPReservations that do not read: skipped,
+	// their addresses left reserved, until an operator fixes or deletes them.
+	Unreadable []string `json:"unreadableReservations,omitempty"`
 }
 
 // report is `capoctl status`: fine only when nothing is wrong and
@@ -248,5 +251,25 @@ func (c *cli) calicoStatus(r *report) calicoStatus {
 	if !ready {
 		r.Problems = append(r.Problems, "Calico says its datastore is not ready (ClusterInformation datastoreReady)")
 	}
+	s.Unreadable = c.unreadable(r)
 	return s
+}
+
+// unreadable names capo's reservation objects that do not read, each a
+// problem: their addresses stay reserved and nothing capo does ends them.
+func (c *cli) unreadable(r *report) []string {
+	if c.store == nil {
+		return nil
+	}
+	l, err := c.store.List(c.ctx)
+	if err != nil {
+		r.Problems = append(r.Problems, "listing capo's reservations: "+err.Error())
+		return nil
+	}
+	var names []string
+	for _, u := range l.Unreadable {
+		names = append(names, u.Object)
+		r.Problems = append(r.Problems, fmt.Sprintf("IPReservation %s does not read (%v): its %d addresses stay reserved and capo never releases them; fix or delete it", u.Object, u.Err, u.Addresses))
+	}
+	return names
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // MetadataAnnotation is where crd.projectcalico.org/v1 keeps an object's
@@ -75,13 +76,41 @@ func (r *Reservations) List(ctx context.Context, opts options.ListOptions) (*api
 	if err != nil {
 		return nil, translate(err, "")
 	}
-	for i := range out.Items {
-		if err := fromV1Form(&out.Items[i].ObjectMeta); err != nil {
-			return nil, fmt.Errorf("IPReservation %s: %w", out.Items[i].Name, err)
+	// One object that does not read must not hide every other: it is left
+	// out and said (Skipped), as libcalico-go's v1 list skips one it cannot
+	// convert.
+	var skipped skippedError
+	items := out.Items[:0]
+	for _, it := range out.Items {
+		if err := fromV1Form(&it.ObjectMeta); err != nil {
+			skipped = append(skipped, reserve.Unreadable{Object: it.Name, Addresses: len(it.Spec.ReservedCIDRs), Err: err})
+			continue
 		}
+		items = append(items, it)
+	}
+	out.Items = items
+	if len(skipped) > 0 {
+		return out, skipped
 	}
 	return out, nil
 }
+
+// skippedError is a List's answer beside the objects it read: those it
+// left out (calicostore.PartialList).
+type skippedError []reserve.Unreadable
+
+func (e skippedError) Error() string {
+	var b strings.Builder
+	for i, u := range e {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "IPReservation %s: %v", u.Object, u.Err)
+	}
+	return b.String()
+}
+
+func (e skippedError) Skipped() []reserve.Unreadable { return e }
 
 // prepare is what goes on the wire: the kind and group are the native
 // CRD's, whatever the caller's object says.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 func TestReadsEitherForm(t *testing.T) {
@@ -72,5 +73,25 @@ func TestGeneric404IsNotServed(t *testing.T) {
 	err := apierrors.NewGenericServerResponse(404, "get", schema.GroupResource{Group: "projectcalico.org", Resource: "ipreservations"}, "capo-bucket-0", "404 page not found", 0, true)
 	if !apigroup.IsNotServed(translate(err, "capo-bucket-0")) {
 		t.Fatalf("read as %v", translate(err, "capo-bucket-0"))
+	}
+}
+
+// One object whose v1-form metadata does not decode is left out and said
+// (a calicostore.PartialList); the others are read.
+func TestListSkipsAnObjectThatDoesNotRead(t *testing.T) {
+	bad := apiv3.NewIPReservation()
+	bad.Name = "capo.bucket-03"
+	bad.Annotations = map[string]string{MetadataAnnotation: `{"labels":`}
+	bad.Spec.ReservedCIDRs = []string{"10.0.0.1/32", "10.0.0.2/32"}
+	good := apiv3.NewIPReservation()
+	good.Name = "capo.bucket-04"
+	r := NewOn(fake.NewSimpleClientset(bad, good).ProjectcalicoV3().IPReservations())
+	l, err := r.List(context.Background(), options.ListOptions{})
+	var partial interface{ Skipped() []reserve.Unreadable }
+	if !errors.As(err, &partial) || l == nil || len(l.Items) != 1 || l.Items[0].Name != good.Name {
+		t.Fatalf("list: %+v %v", l, err)
+	}
+	if s := partial.Skipped(); len(s) != 1 || s[0].Object != bad.Name || s[0].Addresses != 2 || s[0].Err == nil {
+		t.Fatalf("skipped: %+v", s)
 	}
 }
