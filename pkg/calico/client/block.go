@@ -2,9 +2,13 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/netip"
 
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
 // block is an IPAMBlock with what libcalico-go v3.31's struct lacks: each
@@ -38,14 +42,19 @@ func (b *block) UnmarshalJSON(raw []byte) error {
 	return nil
 }
 
-// cooling is when the allocation at ordinal o was released into Calico's
-// IP cooldown; nil when it was not.
-func (b *block) cooling(o int) *metav1.Time {
-	if o < 0 || o >= len(b.Spec.Allocations) || b.Spec.Allocations[o] == nil {
-		return nil
+// read is b as capo's IPAM reader takes it (ipam.Block).
+func (b *block) read() (*ipam.Block, error) {
+	cidr, err := netip.ParsePrefix(b.Spec.CIDR)
+	if err != nil {
+		return nil, fmt.Errorf("IPAMBlock %s has CIDR %q: %w", b.Name, b.Spec.CIDR, err)
 	}
-	if i := *b.Spec.Allocations[o]; i >= 0 && i < len(b.releasedAt) {
-		return b.releasedAt[i]
+	out := &ipam.Block{CIDR: cidr, Allocations: b.Spec.Allocations, Attributes: make([]ipam.Attribute, len(b.Spec.Attributes))}
+	for i, a := range b.Spec.Attributes {
+		out.Attributes[i] = ipam.Attribute{Handle: a.AttrPrimary, Attrs: a.AttrSecondary}
+		if i < len(b.releasedAt) && b.releasedAt[i] != nil {
+			at := b.releasedAt[i].Time
+			out.Attributes[i].ReleasedAt = &at
+		}
 	}
-	return nil
+	return out, nil
 }

@@ -3,20 +3,15 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/netip"
 	"strings"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
-	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/rest"
 
-	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/ipam"
 )
@@ -29,6 +24,8 @@ import (
 type IPAM struct {
 	rc rest.Interface
 }
+
+var _ ipam.Store = (*IPAM)(nil)
 
 // NewIPAM reads through rc (any client of the API server: paths are
 // absolute).
@@ -72,62 +69,24 @@ func (c *IPAM) list(ctx context.Context, k apigroup.Kind, out any) error {
 	return nil
 }
 
-// IPsByHandle is every address allocated to handleID, read from the blocks
-// its IPAMHandle names. An unknown handle is ErrorResourceDoesNotExist.
+// IPsByHandle is every address allocated to handleID (ipam.Reads: a block
+// that cannot be read is an error).
 func (c *IPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error) {
-	var h libapiv3.IPAMHandle
-	// Calico names the object after the handle, lowercased (a name must be).
-	if err := c.get(ctx, apigroup.IPAMHandle, strings.ToLower(handleID), &h); err != nil {
-		return nil, err
-	}
-	ips := []cnet.IP{}
-	for cidr := range h.Spec.Block {
-		_, n, err := net.ParseCIDR(cidr)
-		if err != nil {
-			return nil, fmt.Errorf("IPAMHandle %s names block %q: %w", h.Name, cidr, err)
-		}
-		b, err := c.block(ctx, n)
-		if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
-			continue // gone since the handle was written, as libcalico-go skips it
-		}
-		if err != nil {
-			return nil, err
-		}
-		ips = append(ips, byHandle(&b.IPAMBlock, handleID)...)
-	}
-	return ips, nil
+	return ipam.Reads{S: c}.IPsByHandle(ctx, handleID)
 }
 
 // GetAssignmentAttributes is the allocation holding addr: its attributes
-// and handle. A free address (no pool, no block, no allocation) is
-// ErrorResourceDoesNotExist; one cooling in Calico's IP cooldown is a
-// *calico.CoolingError, as Calico's own reader answers ErrorIPInCooldown
-// there.
+// and handle (ipam.Reads). A free address is ErrorResourceDoesNotExist;
+// one cooling in Calico's IP cooldown is a *calico.CoolingError, as
+// Calico's own reader answers ErrorIPInCooldown there.
 func (c *IPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
-	pools, err := c.Pools(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	n := blockOf(addr.IP, pools)
-	if n == nil {
-		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String(), Err: errors.New("no IPPool contains it")}
-	}
-	b, err := c.block(ctx, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	return holder(b, addr.IP)
+	return ipam.Reads{S: c}.GetAssignmentAttributes(ctx, addr)
 }
 
 // AssignmentIn is GetAssignmentAttributes for an address of block
 // (ipam.BlockOf): the block alone is read.
 func (c *IPAM) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
-	n := &net.IPNet{IP: net.IP(block.Addr().AsSlice()), Mask: net.CIDRMask(block.Bits(), block.Addr().BitLen())}
-	b, err := c.block(ctx, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	return holder(b, net.IP(addr.AsSlice()))
+	return ipam.Reads{S: c}.AssignmentIn(ctx, block, addr)
 }
 
 // Pools is every IPPool.
@@ -139,99 +98,35 @@ func (c *IPAM) Pools(ctx context.Context) ([]apiv3.IPPool, error) {
 	return l.Items, nil
 }
 
-func (c *IPAM) block(ctx context.Context, n *net.IPNet) (*block, error) {
-	var b block
-	if err := c.get(ctx, apigroup.IPAMBlock, blockName(n), &b); err != nil {
+// HandleBlocks are the blocks handleID's IPAMHandle names (ipam.Store).
+func (c *IPAM) HandleBlocks(ctx context.Context, handleID string) ([]netip.Prefix, error) {
+	var h libapiv3.IPAMHandle
+	// Calico names the object after the handle, lowercased (a name must be).
+	if err := c.get(ctx, apigroup.IPAMHandle, strings.ToLower(handleID), &h); err != nil {
 		return nil, err
 	}
-	return &b, nil
+	out := make([]netip.Prefix, 0, len(h.Spec.Block))
+	for cidr := range h.Spec.Block {
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("IPAMHandle %s names block %q: %w", h.Name, cidr, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Block reads one IPAMBlock (ipam.Store).
+func (c *IPAM) Block(ctx context.Context, cidr netip.Prefix) (*ipam.Block, error) {
+	var b block
+	if err := c.get(ctx, apigroup.IPAMBlock, blockName(cidr), &b); err != nil {
+		return nil, err
+	}
+	return b.read()
 }
 
 // blockName is Calico's object name for a block: its CIDR with '.', ':'
 // and '/' as '-'.
-func blockName(n *net.IPNet) string {
-	return strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(n.String())
-}
-
-// blockOf is the block addr falls in (ipam.BlockOf), nil when no pool
-// contains it.
-func blockOf(addr net.IP, pools []apiv3.IPPool) *net.IPNet {
-	a, ok := netip.AddrFromSlice(addr)
-	if !ok {
-		return nil
-	}
-	b, ok := ipam.BlockOf(a, pools)
-	if !ok {
-		return nil
-	}
-	return &net.IPNet{IP: net.IP(b.Addr().AsSlice()), Mask: net.CIDRMask(b.Bits(), b.Addr().BitLen())}
-}
-
-// ordinal is addr's offset in b, or -1 when b does not contain it.
-func ordinal(b *libapiv3.IPAMBlock, addr net.IP) (int, error) {
-	_, n, err := net.ParseCIDR(b.Spec.CIDR)
-	if err != nil {
-		return 0, fmt.Errorf("IPAMBlock %s has CIDR %q: %w", b.Name, b.Spec.CIDR, err)
-	}
-	if !n.Contains(addr) {
-		return -1, nil
-	}
-	off := new(big.Int).Sub(ipInt(addr), ipInt(n.IP))
-	return int(off.Int64()), nil
-}
-
-func ipInt(ip net.IP) *big.Int {
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
-	}
-	return new(big.Int).SetBytes(ip)
-}
-
-// attribute is the allocation at ordinal o of b, nil when it is free.
-func attribute(b *libapiv3.IPAMBlock, o int) (*libapiv3.AllocationAttribute, error) {
-	if o < 0 || o >= len(b.Spec.Allocations) || b.Spec.Allocations[o] == nil {
-		return nil, nil
-	}
-	i := *b.Spec.Allocations[o]
-	if i < 0 || i >= len(b.Spec.Attributes) {
-		return nil, fmt.Errorf("IPAMBlock %s: ordinal %d points at attribute %d of %d", b.Name, o, i, len(b.Spec.Attributes))
-	}
-	return &b.Spec.Attributes[i], nil
-}
-
-func holder(b *block, addr net.IP) (map[string]string, *string, error) {
-	o, err := ordinal(&b.IPAMBlock, addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	if at := b.cooling(o); at != nil {
-		return nil, nil, &calico.CoolingError{IP: addr.String(), ReleasedAt: at.Time}
-	}
-	a, err := attribute(&b.IPAMBlock, o)
-	if err != nil {
-		return nil, nil, err
-	}
-	if a == nil {
-		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String(), Err: errors.New("IP is unassigned")}
-	}
-	return a.AttrSecondary, a.AttrPrimary, nil
-}
-
-// byHandle is every address of b allocated to handle.
-func byHandle(b *libapiv3.IPAMBlock, handle string) []cnet.IP {
-	_, n, err := net.ParseCIDR(b.Spec.CIDR)
-	if err != nil {
-		return nil
-	}
-	base := ipInt(n.IP)
-	var ips []cnet.IP
-	for o := range b.Spec.Allocations {
-		a, err := attribute(b, o)
-		if err != nil || a == nil || a.AttrPrimary == nil || *a.AttrPrimary != handle {
-			continue
-		}
-		ip := new(big.Int).Add(base, big.NewInt(int64(o))).FillBytes(make([]byte, len(n.IP)))
-		ips = append(ips, cnet.IP{IP: net.IP(ip)})
-	}
-	return ips
+func blockName(cidr netip.Prefix) string {
+	return strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(cidr.String())
 }
