@@ -106,8 +106,9 @@ func (f fakeCalicoNodes) Get(_ context.Context, name string, _ options.GetOption
 
 // On etcdv3 a Calico node may be named otherwise than its Kubernetes Node:
 // the Node is read by the name Calico's orchRefs give, so a live node does
-// not look gone. A Calico node that does not exist is gone, as Calico's GC
-// judges it; one that names no Kubernetes Node is nobody's to declare lost.
+// not look gone. A Calico node that does not exist is gone only if no
+// Kubernetes Node has its name; one that names no Kubernetes Node is
+// nobody's to declare lost.
 func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 	ctx := context.Background()
 	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
@@ -124,7 +125,8 @@ func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 		{"live, named otherwise", fakeCalicoNodes{"n2.example.com": "n2"}, map[string]*corev1.Node{"n2": {}}, ""},
 		{"out of service, named otherwise", fakeCalicoNodes{"n2.example.com": "n2"}, map[string]*corev1.Node{"n2": outOfService}, returns.NodeOutOfService},
 		{"its Node deleted", fakeCalicoNodes{"n2.example.com": "n2"}, nil, returns.NodeGone},
-		{"its Calico node deleted", fakeCalicoNodes{}, map[string]*corev1.Node{"n2": {}}, returns.NodeGone},
+		{"its Calico node deleted, and no Node of its name", fakeCalicoNodes{}, map[string]*corev1.Node{"n2": {}}, returns.NodeGone},
+		{"its Calico node missing, the Node of its name standing", fakeCalicoNodes{}, map[string]*corev1.Node{"n2.example.com": {}}, ""},
 		{"not a Kubernetes node", fakeCalicoNodes{"n2.example.com": ""}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
