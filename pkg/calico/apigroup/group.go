@@ -47,19 +47,19 @@ func (m Mode) String() string {
 	return m.Group + " (from " + m.Source + ")"
 }
 
-// Inputs are what Decide looks at, in Calico's order.
-type Inputs struct {
+// inputs are what decide looks at, in Calico's order.
+type inputs struct {
 	Etcd    bool                                        // DATASTORE_TYPE=etcdv3: there is no group to decide
 	Env     string                                      // CALICO_API_GROUP as set, or ""
 	Netconf string                                      // calico_api_group of the node's calico plugin, or "" (off the node: always "")
 	Groups  func(ctx context.Context) ([]string, error) // the API group names the server serves
 }
 
-// Decide picks the group as libcalico-go's Kubernetes backend does:
+// decide picks the group as libcalico-go's Kubernetes backend does:
 // CALICO_API_GROUP when set, else the netconf's calico_api_group, else v3
 // when projectcalico.org is served and crd.projectcalico.org is not, else
 // v1. A value it does not know is an error, never a guess.
-func Decide(ctx context.Context, in Inputs) (Mode, error) {
+func decide(ctx context.Context, in inputs) (Mode, error) {
 	if in.Etcd {
 		return Mode{Source: SourceEtcd}, nil
 	}

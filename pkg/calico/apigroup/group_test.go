@@ -16,25 +16,25 @@ func TestDecide(t *testing.T) {
 	boom := func(context.Context) ([]string, error) { return nil, errors.New("connection refused") }
 	cases := []struct {
 		name    string
-		in      Inputs
+		in      inputs
 		want    Mode
 		wantErr string
 	}{
-		{"etcd needs no group", Inputs{Etcd: true, Env: GroupV3, Groups: boom}, Mode{Source: SourceEtcd}, ""},
-		{"env wins over netconf and discovery", Inputs{Env: GroupV1, Netconf: GroupV3, Groups: servedGroups("projectcalico.org")}, Mode{GroupV1, SourceEnv}, ""},
-		{"env bare group", Inputs{Env: "projectcalico.org", Groups: boom}, Mode{GroupV3, SourceEnv}, ""},
-		{"netconf wins over discovery", Inputs{Netconf: GroupV3, Groups: servedGroups("crd.projectcalico.org")}, Mode{GroupV3, SourceNetconf}, ""},
-		{"only v3 served", Inputs{Groups: servedGroups("apps", "projectcalico.org")}, Mode{GroupV3, SourceDiscovery}, ""},
-		{"both served: v1, as Calico", Inputs{Groups: servedGroups("projectcalico.org", "crd.projectcalico.org")}, Mode{GroupV1, SourceDiscovery}, ""},
-		{"only v1 served", Inputs{Groups: servedGroups("crd.projectcalico.org")}, Mode{GroupV1, SourceDiscovery}, ""},
-		{"neither served: v1, as Calico", Inputs{Groups: servedGroups("apps")}, Mode{GroupV1, SourceDiscovery}, ""},
-		{"bad env", Inputs{Env: "projectcalico.org/v1", Groups: boom}, Mode{}, "CALICO_API_GROUP"},
-		{"bad netconf", Inputs{Netconf: "v3", Groups: boom}, Mode{}, "calico_api_group"},
-		{"discovery fails", Inputs{Groups: boom}, Mode{}, "connection refused"},
+		{"etcd needs no group", inputs{Etcd: true, Env: GroupV3, Groups: boom}, Mode{Source: SourceEtcd}, ""},
+		{"env wins over netconf and discovery", inputs{Env: GroupV1, Netconf: GroupV3, Groups: servedGroups("projectcalico.org")}, Mode{GroupV1, SourceEnv}, ""},
+		{"env bare group", inputs{Env: "projectcalico.org", Groups: boom}, Mode{GroupV3, SourceEnv}, ""},
+		{"netconf wins over discovery", inputs{Netconf: GroupV3, Groups: servedGroups("crd.projectcalico.org")}, Mode{GroupV3, SourceNetconf}, ""},
+		{"only v3 served", inputs{Groups: servedGroups("apps", "projectcalico.org")}, Mode{GroupV3, SourceDiscovery}, ""},
+		{"both served: v1, as Calico", inputs{Groups: servedGroups("projectcalico.org", "crd.projectcalico.org")}, Mode{GroupV1, SourceDiscovery}, ""},
+		{"only v1 served", inputs{Groups: servedGroups("crd.projectcalico.org")}, Mode{GroupV1, SourceDiscovery}, ""},
+		{"neither served: v1, as Calico", inputs{Groups: servedGroups("apps")}, Mode{GroupV1, SourceDiscovery}, ""},
+		{"bad env", inputs{Env: "projectcalico.org/v1", Groups: boom}, Mode{}, "CALICO_API_GROUP"},
+		{"bad netconf", inputs{Netconf: "v3", Groups: boom}, Mode{}, "calico_api_group"},
+		{"discovery fails", inputs{Groups: boom}, Mode{}, "connection refused"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Decide(context.Background(), c.in)
+			got, err := decide(context.Background(), c.in)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err %v, want one naming %q", err, c.wantErr)
@@ -42,7 +42,7 @@ func TestDecide(t *testing.T) {
 				return
 			}
 			if err != nil || got != c.want {
-				t.Fatalf("Decide = %+v, %v; want %+v", got, err, c.want)
+				t.Fatalf("decide = %+v, %v; want %+v", got, err, c.want)
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func DecideOnce(ctx context.Context, etcd bool, netconf string, disc discovery.D
 	if inForce != nil {
 		return *inForce, nil
 	}
-	m, err := Decide(ctx, Inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
+	m, err := decide(ctx, inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
 	if err != nil {
 		return Mode{}, err
 	}

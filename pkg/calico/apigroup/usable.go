@@ -31,7 +31,7 @@ func Usable(list Resources, m Mode, netconf string) error {
 // capo-install check call before they read Calico. Where IPReservations
 // are served in neither group, the error says so (NotServedError.NoCalico).
 func Verify(ctx context.Context, disc discovery.DiscoveryInterface, etcd bool, netconf string) (Mode, error) {
-	m, err := Decide(ctx, Inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
+	m, err := decide(ctx, inputs{Etcd: etcd, Env: os.Getenv(EnvGroup), Netconf: netconf, Groups: serverGroups(disc)})
 	if err != nil {
 		return m, err
 	}
@@ -50,6 +50,6 @@ func Verify(ctx context.Context, disc discovery.DiscoveryInterface, etcd bool, n
 // Discovered is the group discovery alone gives (no CALICO_API_GROUP, no
 // calico_api_group): the one calico-ipam uses when told neither.
 func Discovered(ctx context.Context, disc discovery.DiscoveryInterface) (string, error) {
-	m, err := Decide(ctx, Inputs{Groups: serverGroups(disc)})
+	m, err := decide(ctx, inputs{Groups: serverGroups(disc)})
 	return m.Group, err
 }

@@ -28,14 +28,14 @@ import (
 	"github.com/capo-net/capo/pkg/calico/ipam"
 )
 
-// Client is libcalico-go's client with every Calico CRD capo reads or
+// v3Client is libcalico-go's client with every Calico CRD capo reads or
 // writes taken to projectcalico.org/v3: IPReservations, Calico IPAM's
 // reads, IPPools, FelixConfiguration and ClusterInformation. What it keeps
 // of libcalico-go's own is what is not a Calico CRD on the Kubernetes
 // datastore (Nodes and WorkloadEndpoints are read from Nodes and Pods) and
 // IPAM's writes, which only calico-ipam makes. A call capo does not make
 // on the redirected types is refused, never sent to crd.projectcalico.org.
-type Client struct {
+type v3Client struct {
 	clientv3.Interface
 	res  *Reservations
 	ipam *IPAM
@@ -44,7 +44,7 @@ type Client struct {
 // For is the client capo reads and writes Calico through in mode m: c,
 // libcalico-go's, on etcdv3 and in crd.projectcalico.org/v1, with capo's
 // own reads of a handle's addresses (onBackend); overlaid with
-// projectcalico.org/v3 (a Client on the API server cfg gives) in that
+// projectcalico.org/v3 (a v3Client on the API server cfg gives) in that
 // group, which libcalico-go v3.31 does not know.
 func For(c clientv3.Interface, m apigroup.Mode, cfg func() (*rest.Config, error)) (clientv3.Interface, error) {
 	if m.Source == apigroup.SourceEtcd || m.Group != apigroup.GroupV3 {
@@ -61,7 +61,7 @@ func For(c clientv3.Interface, m apigroup.Mode, cfg func() (*rest.Config, error)
 }
 
 // newV3 overlays c with cfg's API server's projectcalico.org/v3.
-func newV3(c clientv3.Interface, cfg *rest.Config) (*Client, error) {
+func newV3(c clientv3.Interface, cfg *rest.Config) (*v3Client, error) {
 	res, err := New(cfg)
 	if err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func newV3(c clientv3.Interface, cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("projectcalico.org/v3 reader: %w", err)
 	}
-	return &Client{Interface: c, res: res, ipam: NewIPAM(cs.CoreV1().RESTClient())}, nil
+	return &v3Client{Interface: c, res: res, ipam: NewIPAM(cs.CoreV1().RESTClient())}, nil
 }
 
 // errNotHere is a call capo does not make on a v3 type.
@@ -78,25 +78,27 @@ var errNotHere = errors.New("not supported by capo's projectcalico.org/v3 client
 
 func refused(what string) error { return fmt.Errorf("%s: %w", what, errNotHere) }
 
-func (c *Client) IPReservations() clientv3.IPReservationInterface { return reservations{c.res} }
+func (c *v3Client) IPReservations() clientv3.IPReservationInterface { return reservations{c.res} }
 
-func (c *Client) IPAM() cipam.Interface { return ipamReads{Interface: c.Interface.IPAM(), v3: c.ipam} }
+func (c *v3Client) IPAM() cipam.Interface {
+	return ipamReads{Interface: c.Interface.IPAM(), v3: c.ipam}
+}
 
-var _ ipam.BlockReader = (*Client)(nil)
+var _ ipam.BlockReader = (*v3Client)(nil)
 
 // AssignmentIn reads an allocation in a known block
 // (ipam.BlockReader).
-func (c *Client) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+func (c *v3Client) AssignmentIn(ctx context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	return c.ipam.AssignmentIn(ctx, block, addr)
 }
 
-func (c *Client) IPPools() clientv3.IPPoolInterface { return pools{c.ipam} }
+func (c *v3Client) IPPools() clientv3.IPPoolInterface { return pools{c.ipam} }
 
-func (c *Client) FelixConfigurations() clientv3.FelixConfigurationInterface {
+func (c *v3Client) FelixConfigurations() clientv3.FelixConfigurationInterface {
 	return felixConfigs{c.ipam}
 }
 
-func (c *Client) ClusterInformation() clientv3.ClusterInformationInterface {
+func (c *v3Client) ClusterInformation() clientv3.ClusterInformationInterface {
 	return clusterInfo{c.ipam}
 }
 
@@ -127,7 +129,7 @@ func (i ipamReads) GetUtilization(ctx context.Context, args cipam.GetUtilization
 
 // GetIPAMConfig reads; unlike libcalico-go's it never creates the default.
 func (i ipamReads) GetIPAMConfig(ctx context.Context) (*cipam.IPAMConfig, error) {
-	cfg, err := i.v3.IPAMConfiguration(ctx)
+	cfg, err := i.v3.settings(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -176,4 +178,4 @@ func (pools) Watch(context.Context, options.ListOptions) (watch.Interface, error
 	return nil, refused("watching IPPools")
 }
 
-var _ clientv3.Interface = (*Client)(nil)
+var _ clientv3.Interface = (*v3Client)(nil)

@@ -12,7 +12,7 @@ import (
 // The client's reads of the types libcalico-go would read in
 // crd.projectcalico.org/v1 go to projectcalico.org/v3.
 func TestClientReadsV3(t *testing.T) {
-	c := &Client{ipam: server(t, append(allServed, "felixconfigurations")...)}
+	c := &v3Client{ipam: server(t, append(allServed, "felixconfigurations")...)}
 	ctx := context.Background()
 	l, err := c.IPPools().List(ctx, options.ListOptions{})
 	if err != nil || len(l.Items) != 2 || l.Items[0].Spec.BlockSize != 30 {

@@ -202,7 +202,7 @@ func TestNotServedIsAnError(t *testing.T) {
 	if _, err := c.IPsByHandle(context.Background(), "k8s-pod-network.a"); !apigroup.IsNotServed(err) {
 		t.Fatalf("handle's blocks: %v", err)
 	}
-	if _, err := server(t).IPAMConfiguration(context.Background()); !apigroup.IsNotServed(err) {
+	if _, err := server(t).settings(context.Background()); !apigroup.IsNotServed(err) {
 		t.Fatalf("config: %v", err)
 	}
 	if _, err := server(t, "ippools").GetUtilization(context.Background(), cipam.GetUtilizationArgs{}); !apigroup.IsNotServed(err) {
@@ -211,14 +211,14 @@ func TestNotServedIsAnError(t *testing.T) {
 }
 
 func TestIPAMConfig(t *testing.T) {
-	cfg, err := server(t, allServed...).IPAMConfiguration(context.Background())
+	cfg, err := server(t, allServed...).settings(context.Background())
 	if err != nil || !cfg.StrictAffinity || cfg.Cooldown != 30*time.Second {
 		t.Fatalf("got %+v %v", cfg, err)
 	}
 	saved := objects["ipamconfigurations/default"]
 	delete(objects, "ipamconfigurations/default")
 	defer func() { objects["ipamconfigurations/default"] = saved }()
-	if cfg, err := server(t, allServed...).IPAMConfiguration(context.Background()); err != nil || *cfg != (IPAMConfig{}) {
+	if cfg, err := server(t, allServed...).settings(context.Background()); err != nil || *cfg != (ipamSettings{}) {
 		t.Fatalf("absent: %+v %v", cfg, err)
 	}
 }

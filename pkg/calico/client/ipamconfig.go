@@ -14,8 +14,8 @@ import (
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
-// IPAMConfig is what capo reads of Calico's IPAMConfiguration "default".
-type IPAMConfig struct {
+// ipamSettings is what capo reads of Calico's IPAMConfiguration "default".
+type ipamSettings struct {
 	StrictAffinity bool
 	// Cooldown is ipCooldownSeconds (Calico 3.33+): how long a released
 	// address stays unassignable.
@@ -30,19 +30,19 @@ type ipamConfiguration struct {
 	} `json:"spec"`
 }
 
-// IPAMConfiguration reads IPAMConfiguration "default". Absent, it is Calico's
+// settings reads IPAMConfiguration "default". Absent, it is Calico's
 // default (no strict affinity, no cooldown): calico-ipam creates it on its
 // first assignment and reads the same defaults until then.
-func (c *IPAM) IPAMConfiguration(ctx context.Context) (*IPAMConfig, error) {
+func (c *IPAM) settings(ctx context.Context) (*ipamSettings, error) {
 	var o ipamConfiguration
 	err := c.get(ctx, apigroup.IPAMConfiguration, "default", &o)
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
-		return &IPAMConfig{}, nil
+		return &ipamSettings{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	cfg := &IPAMConfig{StrictAffinity: o.Spec.StrictAffinity}
+	cfg := &ipamSettings{StrictAffinity: o.Spec.StrictAffinity}
 	if s := o.Spec.IPCooldownSeconds; s != nil && *s > 0 {
 		cfg.Cooldown = time.Duration(*s) * time.Second
 	}
