@@ -254,22 +254,3 @@ func (c *cli) calicoStatus(r *report) calicoStatus {
 	s.Unreadable = c.unreadable(r)
 	return s
 }
-
-// unreadable names capo's reservation objects that do not read, each a
-// problem: their addresses stay reserved and nothing capo does ends them.
-func (c *cli) unreadable(r *report) []string {
-	if c.store == nil {
-		return nil
-	}
-	l, err := c.store.List(c.ctx)
-	if err != nil {
-		r.Problems = append(r.Problems, "listing capo's reservations: "+err.Error())
-		return nil
-	}
-	var names []string
-	for _, u := range l.Unreadable {
-		names = append(names, u.Object)
-		r.Problems = append(r.Problems, fmt.Sprintf("IPReservation %s does not read (%v): its %d addresses stay reserved and capo never releases them; fix or delete it", u.Object, u.Err, u.Addresses))
-	}
-	return names
-}
