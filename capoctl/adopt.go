@@ -19,7 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/capoadopt"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -31,7 +32,7 @@ import (
 type capoReader interface {
 	// CapoCIDRs is the IPReservation's list; found is false when it is gone.
 	CapoCIDRs(ctx context.Context, name string) (cidrs []string, found bool, err error)
-	Who(ctx context.Context, addr netip.Addr) (*calicoipam.Holder, error)
+	Who(ctx context.Context, addr netip.Addr) (*calico.Holder, error)
 }
 
 // dialCapo reaches Calico's datastore as connect does; tests replace it.
@@ -64,8 +65,8 @@ func (r calicoReader) CapoCIDRs(ctx context.Context, name string) ([]string, boo
 	return res.Spec.ReservedCIDRs, true, nil
 }
 
-func (r calicoReader) Who(ctx context.Context, addr netip.Addr) (*calicoipam.Holder, error) {
-	return calicoipam.Who(ctx, r.c.IPAM(), addr)
+func (r calicoReader) Who(ctx context.Context, addr netip.Addr) (*calico.Holder, error) {
+	return ipam.Who(ctx, r.c.IPAM(), addr)
 }
 
 // adoptOptions are adopt-capo's flags.
@@ -104,7 +105,7 @@ func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
 	cands, skipped := capoadopt.Read(capoadopt.Source{CIDRs: cidrs, Times: times, Zone: zone, Also: also}, c.now)
 	fmt.Fprintf(c.out, "Capo holds %d addresses: IPReservation %s (%d entries with placeholder %s and duplicates), times from ConfigMap %s/%s (%d) read in zone %s\n",
 		len(cands), capoadopt.ReservationName, len(cidrs), capoadopt.Placeholder, o.namespace, capoadopt.ConfigMapName, len(times), zone)
-	holders := map[string]*calicoipam.Holder{}
+	holders := map[string]*calico.Holder{}
 	for _, cand := range cands {
 		if a, err := netip.ParseAddr(cand.IP); err == nil {
 			if holders[cand.IP], err = r.Who(c.ctx, a); err != nil {

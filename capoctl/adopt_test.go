@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/capoadopt"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -21,14 +21,14 @@ import (
 // fakeCapo is Capo's IPReservation and Calico IPAM's allocations.
 type fakeCapo struct {
 	cidrs     []string
-	allocated map[string]*calicoipam.Holder
+	allocated map[string]*calico.Holder
 }
 
 func (f *fakeCapo) CapoCIDRs(context.Context, string) ([]string, bool, error) {
 	return f.cidrs, f.cidrs != nil, nil
 }
 
-func (f *fakeCapo) Who(_ context.Context, a netip.Addr) (*calicoipam.Holder, error) {
+func (f *fakeCapo) Who(_ context.Context, a netip.Addr) (*calico.Holder, error) {
 	return f.allocated[a.String()], nil
 }
 
@@ -56,7 +56,7 @@ func TestAdoptCapo(t *testing.T) {
 	c := newCtl(t, cm)
 	f := &fakeCapo{
 		cidrs:     []string{"1.1.1.1", "10.0.0.5", "10.0.0.6", "10.0.0.5", "10.0.0.7"},
-		allocated: map[string]*calicoipam.Holder{"10.0.0.7": {Handle: "k8s-pod-network.x", Namespace: "web", Pod: "web-1"}},
+		allocated: map[string]*calico.Holder{"10.0.0.7": {Handle: "k8s-pod-network.x", Namespace: "web", Pod: "web-1"}},
 	}
 	withCapo(t, f)
 

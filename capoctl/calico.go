@@ -8,7 +8,7 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"k8s.io/client-go/discovery"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // calicoInfo is what status, version and bundle read of Calico itself.
@@ -51,12 +51,31 @@ func (c calicoClient) Objects(ctx context.Context) (map[string]any, map[string]e
 }
 
 // CalicoAPIMode names the API group Calico keeps its resources in, decided
-// as every capo component decides it (pkg/calicoapi), or the etcd
+// as every capo component decides it (pkg/calico/apigroup), or the etcd
 // datastore; with what is wrong in it, where capo cannot work there.
 var CalicoAPIMode = func(ctx context.Context, d discovery.DiscoveryInterface) string {
-	m, err := calicoapi.Verify(ctx, d, etcdMode(), "", calicoapi.All)
+	m, err := apigroup.Verify(ctx, d, etcdMode(), "")
 	if err != nil {
 		return fmt.Sprintf("%s (%v)", m, err)
 	}
 	return m.String()
+}
+
+// unreadable names capo's reservation objects that do not read, each a
+// problem: their addresses stay reserved and nothing capo does ends them.
+func (c *cli) unreadable(r *report) []string {
+	if c.store == nil {
+		return nil
+	}
+	l, err := c.store.List(c.ctx)
+	if err != nil {
+		r.Problems = append(r.Problems, "listing capo's reservations: "+err.Error())
+		return nil
+	}
+	var names []string
+	for _, u := range l.Unreadable {
+		names = append(names, u.Object)
+		r.Problems = append(r.Problems, fmt.Sprintf("IPReservation %s does not read (%v): its %d addresses stay reserved and capo never releases them; fix or delete it", u.Object, u.Err, u.Addresses))
+	}
+	return names
 }

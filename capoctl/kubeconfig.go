@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -117,9 +117,9 @@ func calicoConfig(r resolved) (*apiconfig.CalicoAPIConfig, error) {
 func etcdMode() bool { return os.Getenv("DATASTORE_TYPE") == string(apiconfig.EtcdV3) }
 
 // connect reaches the Kubernetes API and Calico's datastore of one cluster,
-// and makes sure that cluster serves Calico's IPReservation type: an
-// endpoint that does not (the wrong cluster, a proxy answering 404 to
-// everything, Calico not installed) is an error naming the type, never
+// and makes sure capo can use Calico there (apigroup.Verify): an endpoint
+// that does not serve Calico's types (the wrong cluster, a proxy answering
+// 404 to everything, Calico not installed) is an error naming them, never
 // an empty list.
 func connect(k *kubeFlags) (*clients, error) {
 	r, err := resolve(k)
@@ -130,11 +130,6 @@ func connect(k *kubeFlags) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !etcdMode() {
-		if err := servesReservations(kube.Discovery(), r.rest.Host); err != nil {
-			return nil, err
-		}
-	}
 	calico, err := calicoFor(r, kube)
 	if err != nil {
 		return nil, err
@@ -144,15 +139,15 @@ func connect(k *kubeFlags) (*clients, error) {
 
 // checkCalicoAPI refuses to read Calico where a type capo uses is not
 // served in the group Calico uses: libcalico-go would print an empty list.
-func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (calicoapi.Mode, error) {
+func checkCalicoAPI(kube kubernetes.Interface, cfg *apiconfig.CalicoAPIConfig) (apigroup.Mode, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return calicoapi.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "", calicoapi.All)
+	return apigroup.Verify(ctx, kube.Discovery(), cfg.Spec.DatastoreType == apiconfig.EtcdV3, "")
 }
 
 // calicoFor is the Calico client of r's cluster, once its API group is
 // checked: in native projectcalico.org/v3, capo's own client for every
-// Calico CRD capo reads or writes (pkg/calicov3).
+// Calico CRD capo reads or writes (pkg/calico/client).
 func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error) {
 	cfg, err := calicoConfig(r)
 	if err != nil {
@@ -160,14 +155,11 @@ func calicoFor(r resolved, kube kubernetes.Interface) (clientv3.Interface, error
 	}
 	m, err := checkCalicoAPI(kube, cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", r.rest.Host, err)
 	}
 	calico, err := clientv3.New(*cfg)
 	if err != nil {
 		return nil, fmt.Errorf("calico datastore: %w", err)
 	}
-	if m.Source == calicoapi.SourceEtcd || m.Group != calicoapi.GroupV3 {
-		return calico, nil
-	}
-	return calicov3.NewClient(calico, r.rest)
+	return client.For(calico, m, func() (*rest.Config, error) { return r.rest, nil })
 }

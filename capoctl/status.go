@@ -46,6 +46,9 @@ type calicoStatus struct {
 	Version        string `json:"version,omitempty"`
 	DatastoreReady bool   `json:"datastoreReady"`
 	APIMode        string `json:"apiMode,omitempty"`
+	// Unreadable are capo's IPReservations that do not read: skipped,
+	// their addresses left reserved, until an operator fixes or deletes them.
+	Unreadable []string `json:"unreadableReservations,omitempty"`
 }
 
 // report is `capoctl status`: fine only when nothing is wrong and
@@ -249,5 +252,6 @@ func (c *cli) calicoStatus(r *report) calicoStatus {
 	if !ready {
 		r.Problems = append(r.Problems, "Calico says its datastore is not ready (ClusterInformation datastoreReady)")
 	}
+	s.Unreadable = c.unreadable(r)
 	return s
 }

@@ -18,15 +18,17 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/version"
 )
 
 // Run sets up logging and the clients, then runs start until SIGINT or
 // SIGTERM. It returns the process exit code.
-// netconf, when set, gives the node's calico_api_group (see calicoapi).
+// netconf, when set, gives the node's calico_api_group (see pkg/calico/apigroup).
 func Run(component string, level slog.Level, datastoreQPS float32, netconf func() string, start func(ctx context.Context, kube kubernetes.Interface, calico clientv3.Interface) error) int {
 	SetupLogs(os.Stderr, component, level)
 	LimitMemory()
@@ -35,7 +37,7 @@ func Run(component string, level slog.Level, datastoreQPS float32, netconf func(
 		slog.Error("startup", "err", err)
 		return 1
 	}
-	calico, datastore, err := calicoClient(datastoreQPS)
+	calico, datastore, err := client.FromEnvironment(datastoreQPS)
 	if err != nil {
 		slog.Error("startup", "err", err)
 		return 1
@@ -48,7 +50,7 @@ func Run(component string, level slog.Level, datastoreQPS float32, netconf func(
 		slog.Error("startup", "err", err)
 		return 1
 	}
-	if calico, err = inGroup(m, component, datastoreQPS, calico); err != nil {
+	if calico, err = client.For(calico, m, func() (*rest.Config, error) { return kubeclient.REST(component, datastoreQPS) }); err != nil {
 		slog.Error("startup", "err", err)
 		return 1
 	}
@@ -119,12 +121,12 @@ func buildInfo() prometheus.Gauge {
 // decideCalicoAPI decides, once for the process, the API group Calico's
 // resources are read and written in; the agent, the controller and
 // capoctl then check that every type they use is served there.
-func decideCalicoAPI(ctx context.Context, kube kubernetes.Interface, ds apiconfig.DatastoreType, netconf func() string) (calicoapi.Mode, error) {
+func decideCalicoAPI(ctx context.Context, kube kubernetes.Interface, ds apiconfig.DatastoreType, netconf func() string) (apigroup.Mode, error) {
 	nc := ""
 	if netconf != nil && ds != apiconfig.EtcdV3 {
 		nc = netconf()
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return calicoapi.DecideOnce(dctx, ds == apiconfig.EtcdV3, nc, kube.Discovery())
+	return apigroup.DecideOnce(dctx, ds == apiconfig.EtcdV3, nc, kube.Discovery())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // Check answers a probe: ok, and a one-line reason either way.
@@ -24,7 +24,7 @@ func MetricsMux(reg *prometheus.Registry, renamed map[string]string) (*http.Serv
 	if err := reg.Register(buildInfo()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
-	if err := reg.Register(calicoapi.Info()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+	if err := reg.Register(apigroup.Info()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 		return nil, err
 	}
 	mux := http.NewServeMux()

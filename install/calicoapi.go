@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // CalicoAPI is what check found about the API group Calico keeps its
@@ -24,7 +24,7 @@ type CalicoAPI struct {
 // build cannot work in it: the agent would refuse to be Ready for it.
 func checkCalicoAPI(st *State, newKube func() (kubernetes.Interface, error)) (*CalicoAPI, string) {
 	if st.Etcd && os.Getenv("DATASTORE_TYPE") != "kubernetes" {
-		return &CalicoAPI{Source: calicoapi.SourceEtcd}, ""
+		return &CalicoAPI{Source: apigroup.SourceEtcd}, ""
 	}
 	kube, err := newKube()
 	if err != nil {
@@ -32,7 +32,7 @@ func checkCalicoAPI(st *State, newKube func() (kubernetes.Interface, error)) (*C
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := calicoapi.Verify(ctx, kube.Discovery(), false, st.CalicoAPIGroup, calicoapi.All)
+	m, err := apigroup.Verify(ctx, kube.Discovery(), false, st.CalicoAPIGroup)
 	rep := &CalicoAPI{Group: m.Group, Source: m.Source}
 	if err != nil {
 		return rep, err.Error()

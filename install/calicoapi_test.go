@@ -10,20 +10,20 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 )
 
 // serve makes kube's discovery serve every type capo touches in group.
 func serve(kube *fake.Clientset, group string) {
 	rl := &metav1.APIResourceList{GroupVersion: group}
-	for _, k := range calicoapi.All {
+	for _, k := range apigroup.All {
 		rl.APIResources = append(rl.APIResources, metav1.APIResource{Name: k.Resource(group)})
 	}
 	kube.Resources = append(kube.Resources, rl)
 }
 
 func TestCheckFailsWhereCalicoTypesAreNotServed(t *testing.T) {
-	t.Setenv(calicoapi.EnvGroup, "")
+	t.Setenv(apigroup.EnvGroup, "")
 	t.Setenv("DATASTORE_TYPE", "")
 	cases := []struct {
 		name    string
@@ -33,15 +33,15 @@ func TestCheckFailsWhereCalicoTypesAreNotServed(t *testing.T) {
 		problem string // "" for none
 		group   string
 	}{
-		{"v1 served", []string{calicoapi.GroupV1}, "", "", "", calicoapi.GroupV1},
-		{"nothing served", nil, "", "", "not served in API group crd.projectcalico.org/v1: ipreservations", calicoapi.GroupV1},
-		{"v3 only: a new install", []string{calicoapi.GroupV3}, "", "", "", calicoapi.GroupV3},
-		{"migration window, conflist says v3", []string{calicoapi.GroupV1, calicoapi.GroupV3}, calicoapi.GroupV3, "", "", calicoapi.GroupV3},
-		{"env says v3, not served", []string{calicoapi.GroupV1}, "", calicoapi.GroupV3, "not served in API group projectcalico.org/v3", calicoapi.GroupV3},
+		{"v1 served", []string{apigroup.GroupV1}, "", "", "", apigroup.GroupV1},
+		{"nothing served", nil, "", "", "not served in API group crd.projectcalico.org/v1: ipreservations", apigroup.GroupV1},
+		{"v3 only: a new install", []string{apigroup.GroupV3}, "", "", "", apigroup.GroupV3},
+		{"migration window, conflist says v3", []string{apigroup.GroupV1, apigroup.GroupV3}, apigroup.GroupV3, "", "", apigroup.GroupV3},
+		{"env says v3, not served", []string{apigroup.GroupV1}, "", apigroup.GroupV3, "not served in API group projectcalico.org/v3", apigroup.GroupV3},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv(calicoapi.EnvGroup, c.env)
+			t.Setenv(apigroup.EnvGroup, c.env)
 			o := node(t)
 			if c.netconf != "" {
 				path := filepath.Join(o.CNIConfDir, "10-calico.conflist")

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
@@ -23,7 +23,7 @@ func TestCheckNodeListsFixedAddressPodsOnlyWhenInstalled(t *testing.T) {
 		pod("plain", "w1", nil),
 		pod("elsewhere", "w2", map[string]string{selection.AnnotationIPAddrsNoIPAM: `["10.0.0.8"]`}),
 	)
-	serve(kube, calicoapi.GroupV1)
+	serve(kube, apigroup.GroupV1)
 	newKube := func() (kubernetes.Interface, error) { return kube, nil }
 
 	rep, err := CheckNode(o, "w1", newKube)

@@ -31,6 +31,9 @@ type NetConf struct {
 	Name       string
 	CNIVersion string
 	IPAM       IPAMConf
+	// CalicoAPIGroup is the calico plugin's calico_api_group: the group
+	// calico-ipam reads and writes Calico's resources in, when set.
+	CalicoAPIGroup string
 
 	calico             calicoSettings
 	raw                []byte
@@ -79,11 +82,12 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 		CNIVersion string          `json:"cniVersion"`
 		Kubernetes json.RawMessage `json:"kubernetes"`
 		Policy     json.RawMessage `json:"policy"`
+		APIGroup   string          `json:"calico_api_group"`
 	}
 	if err := json.Unmarshal(stdin, &top); err != nil {
 		return nil, fmt.Errorf("netconf on stdin is not valid JSON: %w", err)
 	}
-	conf.Name, conf.CNIVersion = top.Name, top.CNIVersion
+	conf.Name, conf.CNIVersion, conf.CalicoAPIGroup = top.Name, top.CNIVersion, top.APIGroup
 	conf.calico = calicoSettingsOf(top.Kubernetes, top.Policy)
 	if err := conf.parseIPAM(stdin[conf.ipamStart:conf.ipamEnd]); err != nil {
 		return nil, err

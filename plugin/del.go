@@ -114,11 +114,22 @@ func reserveRequest(args *skel.CmdArgs, conf *NetConf, j Journal) (*wire.Reserve
 	if err != nil {
 		return nil, err
 	}
-	req := &wire.ReserveRequest{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Pod: pod}
+	req := &wire.ReserveRequest{ContainerID: args.ContainerID, IfName: args.IfName, Network: conf.Name, Pod: pod, CalicoAPIGroup: callGroup(conf)}
 	if r := j.AddrRecord(conf.Name, args.ContainerID, args.IfName); r != nil {
 		req.RecordedIPs, req.AtAdd = r.IPs, r.AtAdd
 	}
 	return req, nil
+}
+
+// callGroup is the API group calico-ipam uses on this call, as far as
+// capo-ipam can tell: the netconf's calico_api_group, else the
+// CALICO_API_GROUP calico-ipam inherits from this process; "" when
+// calico-ipam decides by discovery.
+func callGroup(conf *NetConf) string {
+	if conf.CalicoAPIGroup != "" {
+		return conf.CalicoAPIGroup
+	}
+	return os.Getenv("CALICO_API_GROUP")
 }
 
 // cniEnv is the part of the environment a replayed DEL needs.

@@ -184,3 +184,26 @@ func TestResultIPsAcrossVersions(t *testing.T) {
 		}
 	}
 }
+
+// A DEL names the Calico API group its call uses: the calico plugin's
+// calico_api_group, else the CALICO_API_GROUP calico-ipam inherits; none
+// when calico-ipam decides by discovery.
+func TestDelNamesCalicosAPIGroup(t *testing.T) {
+	withGroup := `{"cniVersion":"0.3.1","name":"k8s-pod-network","calico_api_group":"projectcalico.org/v3","ipam":{"type":"capo-ipam"}}`
+	for _, tc := range []struct{ name, conf, env, want string }{
+		{"netconf", withGroup, "crd.projectcalico.org/v1", "projectcalico.org/v3"},
+		{"environment", delConf, "crd.projectcalico.org/v1", "crd.projectcalico.org/v1"},
+		{"neither: discovery", delConf, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CALICO_API_GROUP", tc.env)
+			a := &fakeAgent{resp: &wire.ReserveResponse{Outcome: wire.Reserved}}
+			if err := del(context.Background(), delArgs(), mustConf(t, tc.conf), delDeps{agent: a, delegate: &fakeDelegate{}, journal: &fakeJournal{}}); err != nil {
+				t.Fatal(err)
+			}
+			if a.got.CalicoAPIGroup != tc.want {
+				t.Fatalf("the request names %q, want %q", a.got.CalicoAPIGroup, tc.want)
+			}
+		})
+	}
+}

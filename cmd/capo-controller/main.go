@@ -16,8 +16,8 @@ import (
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/controller"
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
@@ -31,11 +31,12 @@ func main() {
 			return err
 		}
 		// The gate checks again at once when Calico locks or unlocks.
-		var gate *calicogate.Gate
-		lock := calicogate.NewFollower(oc.Dynamic, calicogate.ClusterInfoReady(calico), func() { go gate.Once(ctx) })
-		gate = calicogate.NewGate(kube.Discovery(), calicoapi.All, lock.Check, 20*time.Second)
+		var g *gate.Gate
+		m, _ := apigroup.InForce()
+		lock := gate.NewLock(m, oc.Dynamic, gate.ClusterInfoReady(calico), func() { go func() { _ = g.Once(ctx) }() })
+		g = gate.New(kube.Discovery(), nil, lock, 20*time.Second)
 		go lock.Run(ctx)
-		opts.CalicoAPI = gate
+		opts.CalicoAPI = g
 		c, err := controller.New(opts, kube, oc, calicostore.New(calico, reserve.DefaultLimits), calico.IPAM())
 		if err != nil {
 			return err

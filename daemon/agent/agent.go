@@ -19,7 +19,8 @@ import (
 
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/pause"
@@ -77,7 +78,8 @@ type Agent struct {
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
 	prober    *prober
-	lock      *calicogate.Follower // Calico's datastore lock
+	lock      *gate.Lock // Calico's datastore lock
+	gate      *gate.Gate // holds Calico's reads and writes back while it cannot be used
 }
 
 // New builds an agent on real clients; meta reads objects' metadata only.
@@ -93,21 +95,22 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	a.readiness = newReadiness(a.metrics, time.Now)
 	// Calico's datastore lock wakes the prober, so that the agent turns
 	// not ready (and refuses to write) within the prober's short retry.
-	a.lock = calicogate.NewFollower(opts.Dynamic, calicogate.ClusterInfoReady(calico), a.readiness.poke)
+	m, _ := apigroup.InForce()
+	a.lock = gate.NewLock(m, opts.Dynamic, gate.ClusterInfoReady(calico), a.readiness.poke)
+	a.gate = newGate(kube.Discovery(), opts.quietNetconfGroup, a.lock)
+	a.readiness.gate = a.gate
 	objects := calicostore.New(calico, reserve.DefaultLimits)
-	a.store = watchedStore{Store: objects, r: a.readiness}
+	a.store = a.gate.Store(watchedStore{Store: objects, r: a.readiness})
 	cfg := a.config.Get
 	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
 	timeout := func() time.Duration { return cfg().ReserveTimeout }
 	a.prober = &prober{
 		objs: calico.IPReservations(), bucket: calicostore.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
-		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout,
-		api: apiChecker(kube.Discovery(), opts.quietNetconfGroup, a.lock.Check),
+		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout, gate: a.gate,
 	}
-	a.readiness.calicoAPI(errAPINotChecked)
 	dec := &decider{
-		cluster: a.cluster, ipam: gatedIPAM{calico.IPAM(), a.readiness}, reserve: a.batcher,
+		cluster: a.cluster, ipam: a.gate.IPAM(calico.IPAM()), reserve: a.batcher,
 		selectors: func() []selection.Selector { return cfg().Selectors },
 		observe:   func(d time.Duration) { a.metrics.reserveSeconds.Observe(d.Seconds()) },
 		now:       time.Now,
@@ -118,11 +121,13 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	var off *offerer
 	off, a.settler = a.newReturns(kube, calico, func() config.ReturnMode { return cfg().ReturnAddress }, objects.ListCached)
 	dec.guard = a.settler.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: gatedIPAM{calico.IPAM(), a.readiness}, node: opts.NodeName}
-	a.drainer = &drainer{journal: j, ipam: gatedIPAM{calico.IPAM(), a.readiness}, decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
+	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: a.gate.IPAM(calico.IPAM()), node: opts.NodeName,
+		discovered: func(ctx context.Context) (string, error) { return apigroup.Discovered(ctx, kube.Discovery()) },
+	}
+	a.drainer = &drainer{journal: j, ipam: a.gate.IPAM(calico.IPAM()), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}
 	off.replay = a.drainer.replayPod
 	a.sweeper = &sweeper{
-		node: opts.NodeName, cluster: a.cluster, ipam: gatedIPAM{calico.IPAM(), a.readiness}, journal: j, decider: dec, timeout: timeout,
+		node: opts.NodeName, cluster: a.cluster, ipam: a.gate.IPAM(calico.IPAM()), journal: j, decider: dec, timeout: timeout,
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
 	}
 	if opts.ManageCNI {

@@ -3,95 +3,67 @@ package agent
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"fmt"
 
-	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/discovery"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicogate"
-	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
+	"github.com/capo-net/capo/pkg/journal"
 )
 
-// errAPINotChecked holds writes back until the prober's first check of
-// Calico's API group: a write in a group Calico does not read is a loss.
-var errAPINotChecked = calicoapi.ErrNotChecked
-
-// apiChecker is calicogate.Check on every Calico type the agent touches.
-// A *NotServedError, *UnsupportedError, *MismatchError or *LockedError is
-// sticky (the agent is not ready and refuses to write until a later check
-// passes); any other error is a failed probe.
-func apiChecker(disc discovery.DiscoveryInterface, netconf func() string, lock func(context.Context) error) func(context.Context) error {
-	return calicogate.Check(disc, calicoapi.All, netconf, lock)
-}
-
-// isAPIProblem tells the sticky failures from a transient one.
+// isAPIProblem tells what Calico's check found wrong (a type not served, a
+// group this build cannot work in, the node's calico_api_group switched,
+// Calico's datastore locked or its lock unknown) from a check that could
+// not be made (discovery failed), which the readiness words as a failed
+// write is. Either closes the gate.
 func isAPIProblem(err error) bool {
-	return calicoapi.IsNotServed(err) || errors.As(err, new(*calicoapi.UnsupportedError)) || errors.As(err, new(*calicoapi.MismatchError)) ||
-		calicoapi.IsLocked(err)
+	return apigroup.IsNotServed(err) || errors.As(err, new(*apigroup.UnsupportedError)) || errors.As(err, new(*apigroup.MismatchError)) ||
+		gate.IsLocked(err)
 }
 
-// checkAPI runs the check and records its outcome in r.
-func checkAPI(ctx context.Context, check func(context.Context) error, r *readiness) error {
-	err := check(ctx)
-	switch {
-	case err == nil:
-		r.calicoAPI(nil)
-	case isAPIProblem(err):
-		r.calicoAPI(err)
-	default:
-		r.failed(err)
+// newGate is the agent's gate on Calico: the one check on disc and the
+// node's calico_api_group (netconf), then the lock; its prober runs it.
+func newGate(disc discovery.DiscoveryInterface, netconf func() string, lock *gate.Lock) *gate.Gate {
+	return gate.New(disc, netconf, lock, probeEvery)
+}
+
+// callGroup refuses a teardown whose capo-ipam call uses another Calico
+// API group than this agent: the reservation would be where calico-ipam
+// does not read, and capo-ipam would release the address. A call that
+// names none is in the group discovery gives, as calico-ipam decides then.
+func (sv *server) callGroup(ctx context.Context, group string) error {
+	m, ok := apigroup.InForce()
+	if !ok || m.Source == apigroup.SourceEtcd {
+		return nil
 	}
-	return err
-}
-
-// calicoAPI records the outcome of a check of Calico's API group.
-func (r *readiness) calicoAPI(err error) {
-	r.mu.Lock()
-	was := r.apiErr
-	r.apiErr = err
-	r.mu.Unlock()
-	switch {
-	case err != nil && (was == nil || was.Error() != err.Error()) && !errors.Is(err, errAPINotChecked):
-		slog.Error("Calico's API group cannot be used: not ready, and no reservation is written", "err", err)
-	case err == nil && was != nil && !errors.Is(was, errAPINotChecked):
-		slog.Info("Calico's API group serves every type capo uses again", "after", was.Error())
+	if group == "" {
+		if m.Source == apigroup.SourceDiscovery || sv.discovered == nil {
+			return nil // calico-ipam decides by discovery, as this agent did
+		}
+		g, err := sv.discovered(ctx)
+		if err != nil {
+			return fmt.Errorf("telling the Calico API group calico-ipam uses on this call (by discovery): %w", err)
+		}
+		group = g
 	}
-	r.export()
-}
-
-// apiError is the standing Calico API problem, if any.
-func (r *readiness) apiError() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.apiErr
-}
-
-// guard refuses a write while the Calico API group is not usable: the
-// shim then journals the DEL and keeps the address allocated.
-func (s watchedStore) guard() error { return s.r.apiError() }
-
-var _ reserve.Store = watchedStore{}
-
-// gatedIPAM is Calico IPAM behind the readiness's API check: while Calico's
-// group cannot be used, "this handle has no addresses" or "nobody holds
-// this address" is an error (capo-ipam journals, the drain retries), never
-// an answer that lets an address be released unreserved.
-type gatedIPAM struct {
-	IPAM
-	r *readiness
-}
-
-func (g gatedIPAM) IPsByHandle(ctx context.Context, handleID string) ([]cnet.IP, error) {
-	if err := g.r.apiError(); err != nil {
-		return nil, err
+	if err := apigroup.Agrees(m, group); err != nil {
+		return fmt.Errorf("capo-ipam's call uses Calico's API group %s, this agent %s: nothing is reserved where calico-ipam would not read it, and the teardown is journaled with its address kept: %w", group, m, err)
 	}
-	return g.IPAM.IPsByHandle(ctx, handleID)
+	return nil
 }
 
-func (g gatedIPAM) GetAssignmentAttributes(ctx context.Context, addr cnet.IP) (map[string]string, *string, error) {
-	if err := g.r.apiError(); err != nil {
-		return nil, nil, err
+// replayGroup keeps a journaled teardown whose call named another Calico
+// API group than this agent decided by discovery alone: nothing tells it
+// which is the node's. An agent told its group (CALICO_API_GROUP, the
+// node's calico_api_group) replays in that group (apigroup.InGroup).
+func replayGroup(rec *journal.Record) error {
+	m, ok := apigroup.InForce()
+	if !ok || m.Source != apigroup.SourceDiscovery {
+		return nil
 	}
-	return g.IPAM.GetAssignmentAttributes(ctx, addr)
+	if err := apigroup.Agrees(m, rec.Request.CalicoAPIGroup); err != nil {
+		return fmt.Errorf("the journaled call used Calico's API group %s, this agent %s: set %s to the node's group: %w", rec.Request.CalicoAPIGroup, m, apigroup.EnvGroup, err)
+	}
+	return nil
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -39,7 +40,7 @@ const (
 type Sandboxes interface {
 	State(ctx context.Context, node string, pod *corev1.Pod, sb wire.Sandbox, ips []string) (sandboxState, error)
 	// Holder is the allocation holding ip, nil when it is free.
-	Holder(ctx context.Context, ip string) (*calicoipam.Holder, error)
+	Holder(ctx context.Context, ip string) (*calico.Holder, error)
 }
 
 // calicoSandboxes reads Calico's IPAM allocations and workload endpoints:
@@ -62,12 +63,12 @@ func (c calicoSandboxes) State(ctx context.Context, node string, pod *corev1.Pod
 	return c.endpointState(ctx, node, pod, sb, ips)
 }
 
-func (c calicoSandboxes) Holder(ctx context.Context, s string) (*calicoipam.Holder, error) {
+func (c calicoSandboxes) Holder(ctx context.Context, s string) (*calico.Holder, error) {
 	ip, err := netip.ParseAddr(s)
 	if err != nil {
 		return nil, fmt.Errorf("address %q: %w", s, err)
 	}
-	return calicoipam.Who(ctx, c.calico.IPAM(), ip)
+	return ipam.Who(ctx, c.calico.IPAM(), ip)
 }
 
 func (c calicoSandboxes) endpointState(ctx context.Context, node string, pod *corev1.Pod, sb wire.Sandbox, ips []string) (sandboxState, error) {

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/wire"
@@ -29,8 +29,8 @@ type execReleaser struct {
 }
 
 func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
-	m, _ := calicoapi.InForce()
-	conf, err := plugin.ParseNetConf(calicoapi.InGroup(rec.Netconf, m))
+	m, _ := apigroup.InForce()
+	conf, err := plugin.ParseNetConf(apigroup.InGroup(rec.Netconf, m))
 	if err != nil {
 		return fmt.Errorf("journaled netconf: %w", err)
 	}
@@ -57,7 +57,7 @@ func (r *execReleaser) Release(ctx context.Context, rec *journal.Record) error {
 // answer.
 type drainer struct {
 	journal  journal.Dir
-	ipam     calicoipam.Reader
+	ipam     ipam.Reader
 	decider  Decider
 	release  Releaser
 	timeout  func() time.Duration // for one decision
@@ -148,6 +148,9 @@ func (dr *drainer) replay(ctx context.Context, name string, rec *journal.Record)
 		}
 		slog.Error("journaled DEL not replayed yet; the address stays allocated", "step", step, "record", name, "attempts", rec.Attempts, "err", err)
 		return false
+	}
+	if err := replayGroup(rec); err != nil {
+		return fail("reserve", err)
 	}
 	dctx, cancel := context.WithTimeout(ctx, dr.timeout())
 	req := rec.Request

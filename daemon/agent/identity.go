@@ -9,7 +9,7 @@ import (
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -70,7 +70,7 @@ func (sv *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) erro
 		if !ok {
 			continue
 		}
-		h, err := calicoipam.Who(ctx, sv.ipam, addr.Unmap())
+		h, err := ipam.Who(ctx, sv.ipam, addr.Unmap())
 		if err != nil {
 			return err
 		}

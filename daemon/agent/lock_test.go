@@ -8,7 +8,8 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -22,8 +23,11 @@ func TestAgentWritesNothingWhileCalicoIsLocked(t *testing.T) {
 	serveCalicoV1(t, kube)
 	ready := true
 	r := newReadiness(nil, time.Now)
-	l := calicogate.NewFollower(nil, func(context.Context) (*bool, error) { return &ready, nil }, r.poke)
-	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, api: apiChecker(kube.Discovery(), nil, l.Check)}
+	m, _ := apigroup.InForce()
+	l := gate.NewLock(m, nil, func(context.Context) (*bool, error) { return &ready, nil }, r.poke)
+	g := newGate(kube.Discovery(), nil, l)
+	r.gate = g
+	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, gate: g}
 	p.once(context.Background())
 	r.serve()
 	if ok, reason, detail := r.state(); !ok {
@@ -45,7 +49,7 @@ func TestAgentWritesNothingWhileCalicoIsLocked(t *testing.T) {
 	if ok, _, _ := r.state(); ok {
 		t.Fatal("a landed write made the agent ready while Calico is locked")
 	}
-	s := watchedStore{Store: nil, r: r}
+	s := g.Store(watchedStore{Store: nil, r: r})
 	if _, err := s.Reserve(context.Background(), "n1", []reserve.Entry{{}}); err == nil || !strings.Contains(err.Error(), "is locked") {
 		t.Fatalf("a reservation was let through while Calico is locked: %v", err)
 	}

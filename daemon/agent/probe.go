@@ -9,6 +9,7 @@ import (
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
+	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
@@ -29,10 +30,9 @@ type watchedStore struct {
 	r *readiness
 }
 
+var _ reserve.Store = watchedStore{}
+
 func (s watchedStore) Reserve(ctx context.Context, node string, entries []reserve.Entry) (*reserve.Result, error) {
-	if err := s.guard(); err != nil && len(entries) > 0 {
-		return nil, err
-	}
 	res, err := s.Store.Reserve(ctx, node, entries)
 	switch {
 	case err != nil:
@@ -44,9 +44,6 @@ func (s watchedStore) Reserve(ctx context.Context, node string, entries []reserv
 }
 
 func (s watchedStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
-	if err := s.guard(); err != nil {
-		return nil, err
-	}
 	out, err := s.Store.Release(ctx, refs)
 	switch {
 	case err != nil:
@@ -72,9 +69,9 @@ type prober struct {
 		Reserve(ctx context.Context, entries []reserve.Entry) (*reserve.Result, error)
 	}
 	r       *readiness
-	api     func(context.Context) error // Calico's API group: see apiChecker; nil checks nothing
-	every   time.Duration               // while ready
-	retry   time.Duration               // while not ready
+	gate    *gate.Gate    // checked first: Calico's API group and lock; nil checks nothing
+	every   time.Duration // while ready
+	retry   time.Duration // while not ready
 	timeout time.Duration
 }
 
@@ -99,11 +96,15 @@ func (p *prober) run(ctx context.Context) {
 
 // once probes unless a real write proved the agent's writes recently.
 func (p *prober) once(ctx context.Context) {
-	if p.api != nil {
+	if p.gate != nil {
 		actx, cancel := context.WithTimeout(ctx, p.timeout)
-		err := checkAPI(actx, p.api, p.r)
+		err := p.gate.Once(actx)
 		cancel()
+		p.r.export()
 		if err != nil {
+			if !isAPIProblem(err) {
+				p.r.failed(err)
+			}
 			return
 		}
 	}

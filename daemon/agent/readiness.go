@@ -12,6 +12,8 @@ import (
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+
+	"github.com/capo-net/capo/pkg/calico/gate"
 )
 
 // Why the agent is not ready: the values of capo_agent_not_ready's reason
@@ -40,6 +42,7 @@ type readiness struct {
 	now     func() time.Time
 	metrics *metrics
 	wake    chan struct{} // tells the prober a write failed
+	gate    *gate.Gate    // Calico cannot be used while it is closed; nil: no gate (set before Run)
 
 	mu      sync.Mutex
 	serving bool      // caches synced and the socket open
@@ -50,7 +53,6 @@ type readiness struct {
 	stopped []string  // loops that ended while the agent runs
 	done    bool      // Run returned
 	pingOut time.Time // start of a batcher round trip not answered yet: see live
-	apiErr  error     // Calico's API group cannot be used: see calicoAPI
 }
 
 func newReadiness(m *metrics, now func() time.Time) *readiness {
@@ -121,6 +123,7 @@ func (r *readiness) stop() {
 // state says whether the agent is ready and, if not, why (a reason from
 // notReadyReasons) and what failed.
 func (r *readiness) state() (ready bool, reason, detail string) {
+	calico := r.gate.Err()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -130,8 +133,10 @@ func (r *readiness) state() (ready bool, reason, detail string) {
 		s := append([]string(nil), r.stopped...)
 		sort.Strings(s)
 		return false, reasonLoopStopped, "ended: " + strings.Join(s, ", ")
-	case r.apiErr != nil: // before !wrote: a write that lands in a group Calico does not read proves nothing
-		return false, reasonCalicoAPI, r.apiErr.Error()
+	case calico != nil && !isAPIProblem(calico): // the check could not be made
+		return false, classify(calico), calico.Error()
+	case calico != nil: // before !wrote: a write that lands in a group Calico does not read proves nothing
+		return false, reasonCalicoAPI, calico.Error()
 	case !r.wrote:
 		return false, r.reason, r.detail
 	case !r.serving:

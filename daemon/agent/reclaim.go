@@ -16,7 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
@@ -44,7 +44,7 @@ func (c calicoNodes) Get(ctx context.Context, name string, opts options.GetOptio
 // requesting it for pod (returns.Reclaim), or nil. The holder's Node is
 // read only once everything else allows it: first the rule is asked as if
 // that node were lost.
-func (o *offerer) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *calicoipam.Holder, network string) *returns.Predecessor {
+func (o *offerer) predecessor(ctx context.Context, mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, h *calico.Holder, network string) *returns.Predecessor {
 	if o.nodes == nil || h == nil {
 		return nil
 	}
@@ -67,7 +67,9 @@ func (o *offerer) predecessor(ctx context.Context, mode config.ReturnMode, pod *
 // names; nil when it is gone. On the etcdv3 datastore a Calico node may be
 // named otherwise than its Node (its orchRefs name the Node): read by the
 // Calico name, every such node would look gone. A Calico node that does not
-// exist is gone, as Calico's GC judges it; one that names no Kubernetes
+// exist (deleted by hand, not registered again yet) says nothing of its
+// machine: the Kubernetes Node of its name does, as on the Kubernetes
+// datastore, where Calico's node is the Node. One that names no Kubernetes
 // Node is not Kubernetes' to declare lost.
 func (o *offerer) kubeNode(ctx context.Context, calicoName string) (*corev1.Node, error) {
 	name := calicoName
@@ -75,12 +77,12 @@ func (o *offerer) kubeNode(ctx context.Context, calicoName string) (*corev1.Node
 		cn, err := o.calicoNodes.Get(ctx, calicoName, options.GetOptions{})
 		switch {
 		case errors.As(err, new(cerrors.ErrorResourceDoesNotExist)):
-			return nil, nil
 		case err != nil:
 			return nil, fmt.Errorf("reading Calico node %s: %w", calicoName, err)
-		}
-		if name = kubeNodeName(cn); name == "" {
-			return nil, fmt.Errorf("calico node %s names no Kubernetes Node in its orchRefs: not a node Kubernetes declares lost", calicoName)
+		default:
+			if name = kubeNodeName(cn); name == "" {
+				return nil, fmt.Errorf("calico node %s names no Kubernetes Node in its orchRefs: not a node Kubernetes declares lost", calicoName)
+			}
 		}
 	}
 	node, err := o.nodes.Get(ctx, name, metav1.GetOptions{})

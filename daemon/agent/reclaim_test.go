@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -51,14 +51,14 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
 	pod.UID = "pod-new"
 	e := reserve.Entry{IP: "10.0.0.3", Node: "n2", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
-	pred := &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2"}
+	pred := &calico.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2"}
 	tainted := func(key string) *corev1.Node {
 		return &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: key, Effect: corev1.TaintEffectNoExecute}}}}
 	}
 	cases := []struct {
 		name   string
 		nodes  *fakeNodes
-		holder *calicoipam.Holder
+		holder *calico.Holder
 		want   returns.Lost // "" = nothing freed
 		reads  int
 	}{
@@ -67,7 +67,7 @@ func TestPredecessorOnlyOnALostNode(t *testing.T) {
 		{"out of service", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeOutOfService)}}, pred, returns.NodeOutOfService, 1},
 		{"NotReady, kubelet reporting", &fakeNodes{nodes: map[string]*corev1.Node{"n2": tainted(corev1.TaintNodeNotReady)}}, pred, "", 1},
 		{"Node unreadable", &fakeNodes{err: errors.New("timeout")}, pred, "", 1},
-		{"another pod's allocation", &fakeNodes{}, &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "web-1", Node: "n2"}, "", 0},
+		{"another pod's allocation", &fakeNodes{}, &calico.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "web-1", Node: "n2"}, "", 0},
 		{"free", &fakeNodes{}, nil, "", 0},
 	}
 	for _, tc := range cases {
@@ -106,14 +106,15 @@ func (f fakeCalicoNodes) Get(_ context.Context, name string, _ options.GetOption
 
 // On etcdv3 a Calico node may be named otherwise than its Kubernetes Node:
 // the Node is read by the name Calico's orchRefs give, so a live node does
-// not look gone. A Calico node that does not exist is gone, as Calico's GC
-// judges it; one that names no Kubernetes Node is nobody's to declare lost.
+// not look gone. A Calico node that does not exist is gone only if no
+// Kubernetes Node has its name; one that names no Kubernetes Node is
+// nobody's to declare lost.
 func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 	ctx := context.Background()
 	_, pod := returnsHolding(t, reservetest.NewStore(reserve.DefaultLimits))
 	pod.UID = "pod-new"
 	e := reserve.Entry{IP: "10.0.0.3", Node: "n2.example.com", Namespace: "ns", Pod: "redis-3", PodUID: "pod-2"}
-	pred := &calicoipam.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2.example.com"}
+	pred := &calico.Holder{Handle: "k8s-pod-network.0ld", Namespace: "ns", Pod: "redis-3", Node: "n2.example.com"}
 	outOfService := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}}}
 	for _, tc := range []struct {
 		name   string
@@ -124,7 +125,8 @@ func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 		{"live, named otherwise", fakeCalicoNodes{"n2.example.com": "n2"}, map[string]*corev1.Node{"n2": {}}, ""},
 		{"out of service, named otherwise", fakeCalicoNodes{"n2.example.com": "n2"}, map[string]*corev1.Node{"n2": outOfService}, returns.NodeOutOfService},
 		{"its Node deleted", fakeCalicoNodes{"n2.example.com": "n2"}, nil, returns.NodeGone},
-		{"its Calico node deleted", fakeCalicoNodes{}, map[string]*corev1.Node{"n2": {}}, returns.NodeGone},
+		{"its Calico node deleted, and no Node of its name", fakeCalicoNodes{}, map[string]*corev1.Node{"n2": {}}, returns.NodeGone},
+		{"its Calico node missing, the Node of its name standing", fakeCalicoNodes{}, map[string]*corev1.Node{"n2.example.com": {}}, ""},
 		{"not a Kubernetes node", fakeCalicoNodes{"n2.example.com": ""}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -15,14 +15,14 @@ import (
 // hold another pod's address under this pod's name. An address that cannot
 // be read is kept: reserving is the safe error. An address cooling in
 // Calico's IP cooldown is nobody's yet, and free once cooled: kept.
-func notReused(ctx context.Context, r calicoipam.Reader, handle string, pod wire.PodRef, ips []string) []string {
+func notReused(ctx context.Context, r ipam.Reader, handle string, pod wire.PodRef, ips []string) []string {
 	out := make([]string, 0, len(ips))
 	for _, s := range ips {
 		ip, err := netip.ParseAddr(s)
 		if err != nil {
 			continue
 		}
-		h, err := calicoipam.Who(ctx, r, ip)
+		h, err := ipam.Who(ctx, r, ip)
 		if err != nil {
 			slog.Debug("address unreadable: kept", "ip", s, "err", err)
 		}

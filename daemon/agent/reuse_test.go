@@ -9,7 +9,7 @@ import (
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/wire"
 )
 
@@ -21,7 +21,7 @@ func (r reuseReader) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map
 	case !ok:
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: ip.String()}
 	case h == "cooling":
-		return nil, nil, &calicoipam.CoolingError{IP: ip.String(), ReleasedAt: time.Now()}
+		return nil, nil, &calico.CoolingError{IP: ip.String(), ReleasedAt: time.Now()}
 	default:
 		return map[string]string{}, &h, nil
 	}

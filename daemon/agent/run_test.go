@@ -10,7 +10,6 @@ import (
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
-	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"github.com/projectcalico/calico/libcalico-go/lib/watch"
@@ -106,13 +105,19 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	wantReady(t, a.readiness, false, reasonStopping)
 }
 
-// noClusterInfo is a datastore Calico never initialised: no lock.
-type noClusterInfo struct {
+// readyClusterInfo is a datastore calico-node initialised and Calico has
+// not locked.
+type readyClusterInfo struct {
 	clientv3.ClusterInformationInterface
 }
 
-func (noClusterInfo) Get(context.Context, string, options.GetOptions) (*apiv3.ClusterInformation, error) {
-	return nil, cerrors.ErrorResourceDoesNotExist{Identifier: "default"}
+func (readyClusterInfo) Get(context.Context, string, options.GetOptions) (*apiv3.ClusterInformation, error) {
+	ci := apiv3.NewClusterInformation()
+	ready := true
+	ci.Spec.DatastoreReady = &ready
+	return ci, nil
 }
 
-func (fakeCalico) ClusterInformation() clientv3.ClusterInformationInterface { return noClusterInfo{} }
+func (fakeCalico) ClusterInformation() clientv3.ClusterInformationInterface {
+	return readyClusterInfo{}
+}

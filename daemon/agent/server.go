@@ -72,6 +72,9 @@ type server struct {
 	// node names its pod (identity.go).
 	ipam IPAM
 	node string
+	// discovered is the Calico API group discovery alone gives, for a call
+	// that names none (callGroup); nil: not asked.
+	discovered func(ctx context.Context) (string, error)
 }
 
 func (sv *server) serve(ctx context.Context, l net.Listener) error {
@@ -180,6 +183,9 @@ func (sv *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 // pod the host names (identity.go); one whose handle holds no address on
 // this node has nothing to reserve, whatever the request says.
 func (sv *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
+	if err := sv.callGroup(ctx, req.CalicoAPIGroup); err != nil {
+		return nil, err
+	}
 	if err := sv.identify(ctx, req); err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -245,11 +245,11 @@ func (f *fakeSandboxes) State(_ context.Context, _ string, _ *corev1.Pod, sb wir
 	return f.state, nil
 }
 
-func (f *fakeSandboxes) Holder(_ context.Context, _ string) (*calicoipam.Holder, error) {
+func (f *fakeSandboxes) Holder(_ context.Context, _ string) (*calico.Holder, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.holder == "" {
 		return nil, nil
 	}
-	return &calicoipam.Holder{Handle: f.holder, Namespace: "ns", Pod: "redis-3"}, nil
+	return &calico.Holder{Handle: f.holder, Namespace: "ns", Pod: "redis-3"}, nil
 }

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -61,7 +61,7 @@ func (h *holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[st
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cooling[ip.String()] {
-		return nil, nil, &calicoipam.CoolingError{IP: ip.String(), ReleasedAt: time.Now()}
+		return nil, nil, &calico.CoolingError{IP: ip.String(), ReleasedAt: time.Now()}
 	}
 	who, ok := h.by[ip.String()]
 	if !ok {

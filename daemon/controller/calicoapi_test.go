@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicogate"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/gate"
 )
 
 // While Calico's types are not served in the group in force, the
@@ -16,16 +16,16 @@ import (
 // agent-away entry that view shows as free must wait, not be dropped.
 func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	var served atomic.Bool
-	notServed := &calicoapi.NotServedError{Group: calicoapi.GroupV1, Missing: []string{"ipreservations", "ipamblocks"}}
-	gate := calicogate.NewGateFunc(func(context.Context) error {
+	notServed := &apigroup.NotServedError{Group: apigroup.GroupV1, Missing: []string{"ipreservations", "ipamblocks"}}
+	g := gate.NewFunc(func(context.Context) error {
 		if served.Load() {
 			return nil
 		}
 		return notServed
 	}, time.Hour)
-	b := newAwayBed(t, func(o *Options) { o.CalicoAPI = gate })
+	b := newAwayBed(t, func(o *Options) { o.CalicoAPI = g })
 	b.c.synced.Store(true)
-	gate.Once(context.Background())
+	_ = g.Once(context.Background())
 	if ok, why := b.c.ready(); ok || !strings.Contains(why, "not served in API group crd.projectcalico.org/v1") {
 		t.Fatalf("ready %v %q", ok, why)
 	}
@@ -44,7 +44,7 @@ func TestAgentAwayEntryWaitsWhileCalicoTypesAreNotServed(t *testing.T) {
 	// The CRDs are installed: the real view shows the pod's allocation.
 	b.ipam.set("10.0.0.5", "kafka", "broker-0")
 	served.Store(true)
-	gate.Once(context.Background())
+	_ = g.Once(context.Background())
 	if ok, why := b.c.ready(); !ok {
 		t.Fatalf("not ready once served: %s", why)
 	}

@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/daemon"
-	"github.com/capo-net/capo/pkg/calicogate"
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/gate"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -53,7 +53,7 @@ type Options struct {
 	// CalicoAPI, when set, gates every read and write of Calico: while a
 	// type capo uses is not served in the group in force, the controller
 	// is not ready and acts on no view of Calico (nil: no gate, for tests).
-	CalicoAPI *calicogate.Gate
+	CalicoAPI *gate.Gate
 }
 
 // Controller holds the lease and wires the two parts that act on it: the
@@ -77,7 +77,7 @@ type deps struct {
 	opts     Options
 	kube     kubernetes.Interface
 	store    reserve.Store
-	ipam     calicoipam.Reader
+	ipam     ipam.Reader
 	agents   labels.Selector
 	config   *config.Holder
 	metrics  *metrics
@@ -88,7 +88,7 @@ type deps struct {
 }
 
 // New builds a controller on real clients.
-func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve.Store, ipam calicoipam.Reader) (*Controller, error) {
+func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve.Store, ipam ipam.Reader) (*Controller, error) {
 	if opts.ReleaseConfigMap == "" {
 		opts.ReleaseConfigMap = DefaultReleaseConfigMap
 	}
@@ -100,7 +100,7 @@ func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve
 		return nil, fmt.Errorf("agent selector %q: %w", opts.AgentSelector, err)
 	}
 	if opts.CalicoAPI != nil {
-		store, ipam = opts.CalicoAPI.Store(store), opts.CalicoAPI.Reader(ipam)
+		store, ipam = opts.CalicoAPI.Store(store), opts.CalicoAPI.IPAM(ipam)
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})

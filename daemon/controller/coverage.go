@@ -6,6 +6,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
 )
 
 // Who reserves a node's teardowns. Normally the node's capo-agent, through
@@ -29,7 +30,7 @@ const DefaultAgentSelector = "app.kubernetes.io/name=capo,app.kubernetes.io/comp
 // ("" when its agent does): reserve.ReasonNodeLost or ReasonAgentAway.
 func (c *coverer) uncovered(nodeName string) string {
 	node, gone := c.nodeState(nodeName)
-	if gone || nodeDownOrGone(node) {
+	if gone || returns.NodeDown(node) {
 		return reserve.ReasonNodeLost
 	}
 	if !c.agentReady(nodeName) {

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
+	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
@@ -53,7 +54,7 @@ func (c *coverer) everyPass() {
 func (c *coverer) countDownNodes() {
 	n := 0
 	for _, node := range kubeclient.Listed[corev1.Node](c.caches.nodes.GetStore().List()) {
-		if selection.NodeOptedIn(selection.Of(node)) && nodeDownOrGone(node) {
+		if selection.NodeOptedIn(selection.Of(node)) && returns.NodeDown(node) {
 			n++
 		}
 	}

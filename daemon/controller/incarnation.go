@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -58,7 +58,7 @@ func handleSandbox(handle string) string {
 // annotations to compare, and another incarnation of the name exists), e
 // is kept, so that nothing is freed unreserved, with no pod UID: it says
 // that the incarnation is not known (it stays the member's, by its owner).
-func (c *coverer) ofIncarnation(e reserve.Entry, h *calicoipam.Holder) (reserve.Entry, string) {
+func (c *coverer) ofIncarnation(e reserve.Entry, h *calico.Holder) (reserve.Entry, string) {
 	sb := handleSandbox(h.Handle)
 	if e.Sandbox != "" {
 		if sb == e.Sandbox {

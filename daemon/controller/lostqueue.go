@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -180,7 +180,7 @@ func (c *coverer) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]r
 		if err != nil {
 			continue
 		}
-		h, err := calicoipam.Who(ctx, c.ipam, ip)
+		h, err := ipam.Who(ctx, c.ipam, ip)
 		if err != nil {
 			return nil, err
 		}

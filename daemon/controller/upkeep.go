@@ -61,7 +61,7 @@ func (rel *releaser) reportUnreadable(objs []reserve.Unreadable) {
 			"object", u.Object, "addresses", u.Addresses, "err", u.Err)
 		ref := &corev1.ObjectReference{Kind: "IPReservation", APIVersion: "projectcalico.org/v3", Name: u.Object}
 		rel.recorder.Eventf(ref, corev1.EventTypeWarning, "UnreadableReservation",
-			"capo cannot read %s (%s); its %d addresses stay reserved and are never released by capo: fix or delete its %s annotation",
+			"capo cannot read %s (%s); its %d addresses stay reserved and are never released by capo: fix or delete the annotation named (capo's own is %s)",
 			u.Object, why, u.Addresses, calicostore.MetadataAnnotation)
 	}
 	rel.unreadable = seen

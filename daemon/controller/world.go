@@ -136,28 +136,6 @@ func (c *caches) world() release.World {
 	return w
 }
 
-// nodeDownOrGone reports whether a node can no longer be counted on to tear
-// its pods down: gone, NotReady, its readiness unknown, or tainted
-// unreachable. The controller covers such a node's teardowns; this is far
-// wider than returns.NodeDeclaredDead (deleted or out-of-service), the only
-// states in which capo-ipam may free a dead sandbox's allocation.
-func nodeDownOrGone(n *corev1.Node) bool {
-	if n == nil {
-		return true
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == corev1.TaintNodeUnreachable {
-			return true
-		}
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status != corev1.ConditionTrue
-		}
-	}
-	return true
-}
-
 func (c *caches) node(name string) *corev1.Node { return kubeclient.Cached[corev1.Node](c.nodes, name) }
 
 func (c *caches) namespace(name string) *corev1.Namespace {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
 )
 
 func TestNodeDownOrGone(t *testing.T) {
@@ -17,6 +18,10 @@ func TestNodeDownOrGone(t *testing.T) {
 	}
 	unreachable := ready(corev1.ConditionTrue)
 	unreachable.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
+	// Declared dead by an operator while its last status still says Ready:
+	// the same answer as returns.NodeDeclaredDead, whatever the status.
+	outOfService := ready(corev1.ConditionTrue)
+	outOfService.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}
 	for name, tc := range map[string]struct {
 		n    *corev1.Node
 		want bool
@@ -27,8 +32,9 @@ func TestNodeDownOrGone(t *testing.T) {
 		"unknown":             {ready(corev1.ConditionUnknown), true},
 		"no condition yet":    {&corev1.Node{}, true},
 		"tainted unreachable": {unreachable, true},
+		"out of service":      {outOfService, true},
 	} {
-		if got := nodeDownOrGone(tc.n); got != tc.want {
+		if got := returns.NodeDown(tc.n); got != tc.want {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -95,7 +95,7 @@ func TestParseRecord(t *testing.T) {
 
 func TestExclude(t *testing.T) {
 	cands, _ := Read(capoObjects(), now)
-	keep, skipped := Exclude(cands, map[string]*calicoipam.Holder{
+	keep, skipped := Exclude(cands, map[string]*calico.Holder{
 		"10.0.0.5": {Handle: "k8s-pod-network.abc", Namespace: "kafka", Pod: "broker-0"}, // Capo's pod, still tearing down
 		"10.0.0.6": {Handle: "k8s-pod-network.def", Namespace: "web", Pod: "web-7"},
 		"10.0.0.7": {Handle: "ipip-tunnel-addr-node-b"},

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -16,7 +16,7 @@ import (
 // teardown not finished yet (Capo reserves on the API delete, before the
 // sandbox goes): adopted. holders has an entry for every candidate's
 // address; nil means free.
-func Exclude(cands []Candidate, holders map[string]*calicoipam.Holder) ([]Candidate, []Skipped) {
+func Exclude(cands []Candidate, holders map[string]*calico.Holder) ([]Candidate, []Skipped) {
 	var keep []Candidate
 	var skipped []Skipped
 	for _, c := range cands {
@@ -36,7 +36,7 @@ func Exclude(cands []Candidate, holders map[string]*calicoipam.Holder) ([]Candid
 	return keep, skipped
 }
 
-func holderText(h *calicoipam.Holder) string {
+func holderText(h *calico.Holder) string {
 	if h.Pod != "" {
 		return fmt.Sprintf("pod %s/%s", h.Namespace, h.Pod)
 	}

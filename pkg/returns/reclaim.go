@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -42,8 +42,8 @@ func (l Lost) Says() string {
 // grace. Nor is a node only NotReady (its kubelet still reports, say under
 // pressure or with its runtime down): its kubelet runs the sandbox's DEL
 // itself, and a DEL capo-ipam journaled there is replayed by that node's
-// agent. (capo-controller's nodeDownOrGone is far wider: it covers the
-// teardowns of any node that may not run them, and frees nothing.)
+// agent. (NodeDown is far wider: capo-controller covers the teardowns of
+// any node that may not run them, and frees nothing.)
 func NodeDeclaredDead(node *corev1.Node) Lost {
 	if node == nil {
 		return NodeGone
@@ -54,6 +54,27 @@ func NodeDeclaredDead(node *corev1.Node) Lost {
 		}
 	}
 	return ""
+}
+
+// NodeDown says whether node can no longer be counted on to tear its pods
+// down: declared dead (NodeDeclaredDead), NotReady, its readiness
+// unknown, or tainted unreachable. capo-controller reserves such a node's
+// teardowns itself; only a dead one's allocations may be freed.
+func NodeDown(node *corev1.Node) bool {
+	if NodeDeclaredDead(node) != "" {
+		return true
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeUnreachable {
+			return true
+		}
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue
+		}
+	}
+	return true
 }
 
 // Predecessor is an allocation capo-ipam frees before it requests a
@@ -79,7 +100,7 @@ var containerID = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
 // Otherwise nil and why not. Calico would free it itself after its leak
 // grace period and give it to anyone; this gives it to the member alone,
 // and the address stays reserved until the member is up with it.
-func Reclaim(mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, here, network string, h *calicoipam.Holder, lost Lost) (*Predecessor, string) {
+func Reclaim(mode config.ReturnMode, pod *corev1.Pod, e reserve.Entry, here, network string, h *calico.Holder, lost Lost) (*Predecessor, string) {
 	switch {
 	case mode != config.ReturnAnyNode:
 		return nil, fmt.Sprintf("returnAddress is %s, not %s", mode, config.ReturnAnyNode)

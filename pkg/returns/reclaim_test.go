@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -45,11 +45,11 @@ func TestReclaim(t *testing.T) {
 	pod := setPod("redis-3", "a", nil) // UID pod-uid, on n1
 	e := entry("10.0.0.3", "redis-3", "a", 100)
 	e.Node, e.PodUID = "n2", "old-uid"
-	pred := calicoipam.Holder{Handle: "k8s-pod-network.0123abcd", Namespace: "ns", Pod: "redis-3", Node: "n2"}
+	pred := calico.Holder{Handle: "k8s-pod-network.0123abcd", Namespace: "ns", Pod: "redis-3", Node: "n2"}
 	cases := []struct {
 		name string
 		mode config.ReturnMode
-		edit func(h *calicoipam.Holder, e *reserve.Entry, pod *corev1.Pod)
+		edit func(h *calico.Holder, e *reserve.Entry, pod *corev1.Pod)
 		lost Lost
 		want string // "" = reclaimed
 	}{
@@ -57,17 +57,17 @@ func TestReclaim(t *testing.T) {
 		{"predecessor on an out-of-service node", config.ReturnAnyNode, nil, NodeOutOfService, ""},
 		{"sameNode", config.ReturnSameNode, nil, NodeGone, "returnAddress is sameNode"},
 		{"off", config.ReturnOff, nil, NodeGone, "returnAddress is off"},
-		{"another pod's allocation", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Pod = "web-1" }, NodeGone, "allocated to pod ns/web-1"},
-		{"another namespace's pod of that name", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Namespace = "other" }, NodeGone, "allocated to pod other/redis-3"},
-		{"allocated on this node", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Node = "n1" }, NodeGone, "not on another node"},
-		{"allocation without a node", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Node = "" }, NodeGone, "not on another node"},
-		{"the same pod (a sandbox re-created)", config.ReturnAnyNode, func(_ *calicoipam.Holder, e *reserve.Entry, _ *corev1.Pod) { e.PodUID = "pod-uid" }, NodeGone, "not a successor"},
-		{"reservation without a pod UID", config.ReturnAnyNode, func(_ *calicoipam.Holder, e *reserve.Entry, _ *corev1.Pod) { e.PodUID = "" }, NodeGone, "not a successor"},
+		{"another pod's allocation", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Pod = "web-1" }, NodeGone, "allocated to pod ns/web-1"},
+		{"another namespace's pod of that name", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Namespace = "other" }, NodeGone, "allocated to pod other/redis-3"},
+		{"allocated on this node", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Node = "n1" }, NodeGone, "not on another node"},
+		{"allocation without a node", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Node = "" }, NodeGone, "not on another node"},
+		{"the same pod (a sandbox re-created)", config.ReturnAnyNode, func(_ *calico.Holder, e *reserve.Entry, _ *corev1.Pod) { e.PodUID = "pod-uid" }, NodeGone, "not a successor"},
+		{"reservation without a pod UID", config.ReturnAnyNode, func(_ *calico.Holder, e *reserve.Entry, _ *corev1.Pod) { e.PodUID = "" }, NodeGone, "not a successor"},
 		{"node not lost", config.ReturnAnyNode, nil, "", "not lost to Kubernetes"},
-		{"another network's handle", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "other-net.0123abcd" }, NodeGone, "cannot name that sandbox"},
-		{"a legacy handle", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "ns.redis-3" }, NodeGone, "cannot name that sandbox"},
-		{"no container ID", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "k8s-pod-network." }, NodeGone, "cannot name that sandbox"},
-		{"a container ID the CNI spec forbids", config.ReturnAnyNode, func(h *calicoipam.Holder, _ *reserve.Entry, _ *corev1.Pod) {
+		{"another network's handle", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "other-net.0123abcd" }, NodeGone, "cannot name that sandbox"},
+		{"a legacy handle", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "ns.redis-3" }, NodeGone, "cannot name that sandbox"},
+		{"no container ID", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) { h.Handle = "k8s-pod-network." }, NodeGone, "cannot name that sandbox"},
+		{"a container ID the CNI spec forbids", config.ReturnAnyNode, func(h *calico.Holder, _ *reserve.Entry, _ *corev1.Pod) {
 			h.Handle = "k8s-pod-network.a;IP=10.0.0.9"
 		}, NodeGone, "cannot name that sandbox"},
 	}

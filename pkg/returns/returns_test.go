@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -107,16 +107,16 @@ func TestCheck(t *testing.T) {
 		says string
 	}{
 		{"same node", config.ReturnSameNode, here, "", ""},
-		{"held by another pod", config.ReturnSameNode, with(here, func(f *Facts) { f.Holder = &calicoipam.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"} }), Allocated, "allocated to pod ns/web-1"},
-		{"old sandbox not yet released", config.ReturnSameNode, with(here, func(f *Facts) { f.Holder = &calicoipam.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"} }), Allocated, "still allocated to the sandbox torn down"},
+		{"held by another pod", config.ReturnSameNode, with(here, func(f *Facts) { f.Holder = &calico.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"} }), Allocated, "allocated to pod ns/web-1"},
+		{"old sandbox not yet released", config.ReturnSameNode, with(here, func(f *Facts) { f.Holder = &calico.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"} }), Allocated, "still allocated to the sandbox torn down"},
 		{"old sandbox's address cooling", config.ReturnSameNode, with(here, func(f *Facts) {
-			f.Holder, f.Cooldown = &calicoipam.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"}, 30*time.Second
+			f.Holder, f.Cooldown = &calico.Holder{Handle: "net.aaaa", Namespace: "ns", Pod: "redis-3"}, 30*time.Second
 		}), Cooling, "ipCooldownSeconds 30"},
 		{"cooling as Calico keeps it: released, no handle", config.ReturnSameNode, with(here, func(f *Facts) {
-			f.Holder, f.Cooldown = &calicoipam.Holder{Cooling: true}, 30*time.Second
+			f.Holder, f.Cooldown = &calico.Holder{Cooling: true}, 30*time.Second
 		}), Cooling, "ipCooldownSeconds 30"},
 		{"another pod's address, cooldown set", config.ReturnSameNode, with(here, func(f *Facts) {
-			f.Holder, f.Cooldown = &calicoipam.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"}, 30*time.Second
+			f.Holder, f.Cooldown = &calico.Holder{Handle: "net.x", Namespace: "ns", Pod: "web-1"}, 30*time.Second
 		}), Allocated, "allocated to pod ns/web-1"},
 		{"no pool", config.ReturnSameNode, Facts{Node: "n1"}, NoPool, "no IP pool contains 10.0.0.3"},
 		{"disabled pool", config.ReturnSameNode, with(here, func(f *Facts) { f.Pool.Disabled = true }), NoPool, "is disabled"},

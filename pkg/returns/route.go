@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -24,9 +24,9 @@ type Pool struct {
 // Facts are what Calico says about one held address, as seen from the node
 // the pod starts on.
 type Facts struct {
-	Node   string             // where the pod starts
-	Pool   *Pool              // the enabled or disabled pool containing the address; nil if none
-	Holder *calicoipam.Holder // its allocation now; nil if free
+	Node   string         // where the pod starts
+	Pool   *Pool          // the enabled or disabled pool containing the address; nil if none
+	Holder *calico.Holder // its allocation now; nil if free
 	// Requested are the pools the pod's (or its namespace's) Calico pool
 	// annotation names for this family, by name or CIDR; nil if none.
 	Requested []string

@@ -41,6 +41,15 @@ type ReserveRequest struct {
 	// recorded one: what a DEL is decided on when the pod object is gone and
 	// forgotten (a DEL journaled long ago, replayed by a new agent).
 	AtAdd *Decision `json:"atAdd,omitempty"`
+	// CalicoAPIGroup is the API group calico-ipam uses on this call, as
+	// capo-ipam sees it: the calico plugin's calico_api_group in the
+	// netconf, else CALICO_API_GROUP in the environment calico-ipam
+	// inherits; "" when neither says (calico-ipam then decides by
+	// discovery). The agent refuses to reserve in another group, where
+	// calico-ipam would not read; capo-ipam then journals and keeps the
+	// address. A capo-ipam before this field sends none, and an agent
+	// before it ignores it.
+	CalicoAPIGroup string `json:"calicoAPIGroup,omitempty"`
 }
 
 // Decision is whether a pod is selected, and the rule that says so.

@@ -8,12 +8,12 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/test/testbed"
 )
 
 // A returning pod's offer reads who holds its address in the block the
-// pools give (calicoipam.WhoIn), one read where Calico's own
+// pools give (ipam.WhoIn), one read where Calico's own
 // GetAssignmentAttributes makes two. On each datastore, through
 // libcalico-go's backend as the agent's client gives it, the answer must
 // be Calico's own for an address calico-ipam assigned (both families), one
@@ -23,7 +23,7 @@ func TestBlockReadAgreesWithCalicos(t *testing.T) {
 	eachDatastore(t, func(t *testing.T, ds testbed.Datastore) {
 		ctx := context.Background()
 		env := bed.NewEnv(t, ds, testbed.EnvOptions{NoAgent: true, DualStack: true, PoolPrefix: 24})
-		blocks := calicoipam.BlockReaderOf(env.Calico)
+		blocks := ipam.BlockReaderOf(env.Calico)
 		if blocks == nil {
 			t.Fatalf("the agent's Calico client (%T) reads no block: every offer would read the pools first", env.Calico)
 		}
@@ -60,15 +60,15 @@ func TestBlockReadAgreesWithCalicos(t *testing.T) {
 		addrs := append(assigned, assigned[len(assigned)-1].Next(), lastAddr) // free in its block; most likely in no block yet
 		held := 0
 		for _, a := range addrs {
-			want, err := calicoipam.Who(ctx, env.Calico.IPAM(), a)
+			want, err := ipam.Who(ctx, env.Calico.IPAM(), a)
 			if err != nil {
 				t.Fatalf("Calico's read of %s: %v", a, err)
 			}
-			b, ok := calicoipam.BlockOf(a, pools.Items)
+			b, ok := ipam.BlockOf(a, pools.Items)
 			if !ok {
 				t.Fatalf("%s is in no pool of %v", a, pools.Items)
 			}
-			got, err := calicoipam.WhoIn(ctx, blocks, b, a)
+			got, err := ipam.WhoIn(ctx, blocks, b, a)
 			if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 				t.Errorf("%s in block %s: %+v %v; Calico's own read: %+v", a, b, got, err, want)
 			}

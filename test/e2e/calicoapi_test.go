@@ -10,8 +10,8 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -61,15 +61,15 @@ func TestCalicoTypesNotServedAreLoud(t *testing.T) {
 // Against the real API server, a 404 for a type that is not served names
 // no object: capo's v3 client reads it as "not served", never "absent".
 func TestV3ClientWhereV3IsNotServed(t *testing.T) {
-	objs, err := calicov3.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := objs.Get(ctx, "capo-bucket-0", options.GetOptions{}); !calicoapi.IsNotServed(err) {
+	if _, err := objs.Get(ctx, "capo-bucket-0", options.GetOptions{}); !apigroup.IsNotServed(err) {
 		t.Fatalf("get: %v", err)
 	}
-	if _, err := objs.List(ctx, options.ListOptions{}); !calicoapi.IsNotServed(err) {
+	if _, err := objs.List(ctx, options.ListOptions{}); !apigroup.IsNotServed(err) {
 		t.Fatalf("list: %v", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -31,7 +31,7 @@ func (e *Env) ReservationStore() *calicostore.Store {
 	if !e.nativeV3() {
 		return calicostore.New(e.Calico, reserve.DefaultLimits)
 	}
-	objs, err := calicov3.New(e.Bed.REST)
+	objs, err := client.New(e.Bed.REST)
 	if err != nil {
 		e.T.Fatal(err)
 	}

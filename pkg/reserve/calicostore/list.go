@@ -2,6 +2,7 @@ package calicostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,14 +17,14 @@ import (
 // List returns every reservation in every capo object, whatever the
 // layout, and the objects that do not decode (skipped, never written).
 func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
-	objs, snap, decoded, err := s.list(ctx, "")
+	objs, snap, decoded, skipped, err := s.list(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	s.snapshot, s.decoded = snap, decoded
 	s.mu.Unlock()
-	return layout.Collect(objs), nil
+	return withSkipped(layout.Collect(objs), skipped), nil
 }
 
 // ListCached is List as the API server's watch cache has it (resource
@@ -32,17 +33,21 @@ func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
 // of what matters complete (a return: the node's own bucket is read
 // fresh); it leaves the snapshot writes start from alone.
 func (s *Store) ListCached(ctx context.Context) (*reserve.Listing, error) {
-	objs, _, _, err := s.list(ctx, "0")
+	objs, _, _, skipped, err := s.list(ctx, "0")
 	if err != nil {
 		return nil, err
 	}
-	return layout.Collect(objs), nil
+	return withSkipped(layout.Collect(objs), skipped), nil
 }
 
-func (s *Store) list(ctx context.Context, rv string) ([]*layout.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, error) {
+func (s *Store) list(ctx context.Context, rv string) ([]*layout.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, []reserve.Unreadable, error) {
 	list, err := s.objs.List(ctx, options.ListOptions{ResourceVersion: rv})
+	var skipped []reserve.Unreadable
+	if partial := PartialList(nil); errors.As(err, &partial) {
+		skipped, err = partial.Skipped(), nil
+	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("listing reservation objects: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("listing reservation objects: %w", err)
 	}
 	snap := map[string]*apiv3.IPReservation{}
 	decoded := map[string]*loaded{}
@@ -55,7 +60,20 @@ func (s *Store) list(ctx context.Context, rv string) ([]*layout.Contents, map[st
 		snap[res.Name], decoded[res.Name] = res, decode(res)
 		objs = append(objs, decoded[res.Name].c)
 	}
-	return objs, snap, decoded, nil
+	return objs, snap, decoded, skipped, nil
+}
+
+// withSkipped adds to l the objects a List could not read that bear
+// capo's names: they are unreadable as any capo object that does not
+// decode, never written, their addresses left reserved.
+func withSkipped(l *reserve.Listing, skipped []reserve.Unreadable) *reserve.Listing {
+	for _, u := range skipped {
+		if _, _, bucket := layout.ParseBucketName(u.Object); bucket || strings.HasPrefix(u.Object, "capo-") {
+			l.Unreadable = append(l.Unreadable, u)
+		}
+	}
+	slices.SortFunc(l.Unreadable, func(a, b reserve.Unreadable) int { return strings.Compare(a.Object, b.Object) })
+	return l
 }
 
 // objects are the snapshot's objects, decoded, by name; a List first if

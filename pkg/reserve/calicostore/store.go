@@ -45,6 +45,15 @@ type Objects interface {
 	List(ctx context.Context, opts options.ListOptions) (*apiv3.IPReservationList, error)
 }
 
+// PartialList is what an Objects' List may answer beside the objects it
+// read: those it could not (a projectcalico.org/v3 object whose
+// projectcalico.org/metadata does not decode). The store skips them,
+// reports capo's among its unreadable objects, and carries on.
+type PartialList interface {
+	error
+	Skipped() []reserve.Unreadable
+}
+
 var (
 	_ Objects       = clientv3.IPReservationInterface(nil)
 	_ reserve.Store = (*Store)(nil)

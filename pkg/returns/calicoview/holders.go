@@ -7,14 +7,15 @@ import (
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // holderReads are the reads of who holds each held address, started
 // beside the view's other reads.
 //
-// libcalico-go's GetAssignmentAttributes lists every pool to find an
+// Calico IPAM's GetAssignmentAttributes lists every pool to find an
 // address's block, then reads the block: two reads in turn, the slowest
 // part of a returning pod's offer. A pool's CIDR and block size cannot
 // change while it exists, so the block the last view's pools give is read
@@ -24,7 +25,7 @@ import (
 type holderReads struct {
 	addrs   []netip.Addr   // invalid: the entry's address does not parse
 	guessed []netip.Prefix // the block read early; invalid: none
-	holders []*calicoipam.Holder
+	holders []*calico.Holder
 	errs    []error
 }
 
@@ -33,25 +34,25 @@ type holderReads struct {
 // own read.
 func (r *Reader) startHolders(ctx context.Context, g *errgroup.Group, entries []reserve.Entry) *holderReads {
 	n := len(entries)
-	h := &holderReads{addrs: make([]netip.Addr, n), guessed: make([]netip.Prefix, n), holders: make([]*calicoipam.Holder, n), errs: make([]error, n)}
-	blocks, last := calicoipam.BlockReaderOf(r.Calico), r.lastPools()
+	h := &holderReads{addrs: make([]netip.Addr, n), guessed: make([]netip.Prefix, n), holders: make([]*calico.Holder, n), errs: make([]error, n)}
+	blocks, last := ipam.BlockReaderOf(r.Calico), r.lastPools()
 	for i, e := range entries {
 		addr, err := netip.ParseAddr(e.IP)
 		if err != nil {
 			continue
 		}
 		h.addrs[i] = addr
-		if b, ok := calicoipam.BlockOf(addr, last); ok && blocks != nil {
+		if b, ok := ipam.BlockOf(addr, last); ok && blocks != nil {
 			h.guessed[i] = b
 			g.Go(func() error {
 				// An error here only sends finish to Calico's own read.
-				h.holders[i], h.errs[i] = calicoipam.WhoIn(ctx, blocks, b, addr)
+				h.holders[i], h.errs[i] = ipam.WhoIn(ctx, blocks, b, addr)
 				return nil
 			})
 			continue
 		}
 		g.Go(func() (err error) {
-			h.holders[i], err = calicoipam.Who(ctx, r.Calico.IPAM(), addr)
+			h.holders[i], err = ipam.Who(ctx, r.Calico.IPAM(), addr)
 			return err
 		})
 	}
@@ -60,17 +61,17 @@ func (r *Reader) startHolders(ctx context.Context, g *errgroup.Group, entries []
 
 // finish reads again, with Calico's own read, each address whose early
 // block read failed or whose block the fresh pools do not confirm.
-func (h *holderReads) finish(ctx context.Context, rd calicoipam.Reader, pools []apiv3.IPPool) error {
+func (h *holderReads) finish(ctx context.Context, rd ipam.Reader, pools []apiv3.IPPool) error {
 	g, ctx := errgroup.WithContext(ctx)
 	for i, b := range h.guessed {
 		if !b.IsValid() {
 			continue
 		}
-		if fresh, ok := calicoipam.BlockOf(h.addrs[i], pools); ok && fresh == b && h.errs[i] == nil {
+		if fresh, ok := ipam.BlockOf(h.addrs[i], pools); ok && fresh == b && h.errs[i] == nil {
 			continue
 		}
 		g.Go(func() (err error) {
-			h.holders[i], err = calicoipam.Who(ctx, rd, h.addrs[i])
+			h.holders[i], err = ipam.Who(ctx, rd, h.addrs[i])
 			return err
 		})
 	}

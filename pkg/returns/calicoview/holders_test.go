@@ -11,19 +11,19 @@ import (
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	cipam "github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
-// calico is Calico's datastore as a view reads it: pools, and who holds
+// fakeCalico is Calico's datastore as a view reads it: pools, and who holds
 // each address in each block. Its GetAssignmentAttributes finds the block
-// as libcalico-go's does (the enabled pools); AssignmentIn reads the block
+// as capo's reader does (ipam.BlockOf: any pool); AssignmentIn reads the block
 // given. It counts both.
-type calico struct {
+type fakeCalico struct {
 	clientv3.Interface
 	mu       sync.Mutex
 	pools    []apiv3.IPPool
@@ -32,20 +32,20 @@ type calico struct {
 	who, in  int
 }
 
-func (c *calico) Nodes() clientv3.NodeInterface     { return nodes{} }
-func (c *calico) IPPools() clientv3.IPPoolInterface { return pools{c: c} }
-func (c *calico) IPAM() ipam.Interface              { return ipamReads{c: c} }
+func (c *fakeCalico) Nodes() clientv3.NodeInterface     { return nodes{} }
+func (c *fakeCalico) IPPools() clientv3.IPPoolInterface { return pools{c: c} }
+func (c *fakeCalico) IPAM() cipam.Interface             { return ipamReads{c: c} }
 
-func (c *calico) holder(block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+func (c *fakeCalico) holder(block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	pod, ok := c.pods[block][addr]
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
 	}
 	h := "k8s-pod-network." + pod
-	return map[string]string{ipam.AttributePod: pod, ipam.AttributeNamespace: "ns"}, &h, nil
+	return map[string]string{cipam.AttributePod: pod, cipam.AttributeNamespace: "ns"}, &h, nil
 }
 
-func (c *calico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
+func (c *fakeCalico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.Addr) (map[string]string, *string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.in++
@@ -56,8 +56,8 @@ func (c *calico) AssignmentIn(_ context.Context, block netip.Prefix, addr netip.
 }
 
 type ipamReads struct {
-	ipam.Interface
-	c *calico
+	cipam.Interface
+	c *fakeCalico
 }
 
 func (r ipamReads) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[string]string, *string, error) {
@@ -65,7 +65,7 @@ func (r ipamReads) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[s
 	defer r.c.mu.Unlock()
 	r.c.who++
 	addr, _ := netip.AddrFromSlice(ip.IP)
-	block, ok := calicoipam.BlockOf(addr.Unmap(), r.c.pools)
+	block, ok := ipam.BlockOf(addr.Unmap(), r.c.pools)
 	if !ok {
 		return nil, nil, cerrors.ErrorResourceDoesNotExist{Identifier: addr.String()}
 	}
@@ -82,7 +82,7 @@ func (nodes) Get(_ context.Context, name string, _ options.GetOptions) (*libapiv
 
 type pools struct {
 	clientv3.IPPoolInterface
-	c *calico
+	c *fakeCalico
 }
 
 func (p pools) List(context.Context, options.ListOptions) (*apiv3.IPPoolList, error) {
@@ -104,7 +104,7 @@ func pool(cidr string, blockSize int) apiv3.IPPool {
 func TestHolderReadOnTheLastPools(t *testing.T) {
 	ctx := context.Background()
 	addr := netip.MustParseAddr("10.0.0.37")
-	c := &calico{
+	c := &fakeCalico{
 		pools: []apiv3.IPPool{pool("10.0.0.0/16", 26)},
 		pods: map[netip.Prefix]map[netip.Addr]string{
 			netip.MustParsePrefix("10.0.0.0/26"):  {addr: "kafka-1"},
@@ -139,7 +139,10 @@ func TestHolderReadOnTheLastPools(t *testing.T) {
 	read("the early block read fails", "redis-0", 1, 1)
 	c.blockErr = nil
 
+	// A disabled pool's blocks keep their allocations: the early read stands.
 	c.pools[0].Spec.Disabled = true
-	read("pool disabled: Calico's reader finds no block", "", 1, 1)
-	read("no enabled pool known", "", 1, 0)
+	read("pool disabled", "redis-0", 0, 1)
+	c.pools = nil
+	read("pool deleted: no block", "", 1, 1)
+	read("no pool known", "", 1, 0)
 }

@@ -18,12 +18,12 @@ import (
 	libapiv3 "github.com/projectcalico/calico/libcalico-go/lib/apis/v3"
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
-	"github.com/projectcalico/calico/libcalico-go/lib/ipam"
+	cipam "github.com/projectcalico/calico/libcalico-go/lib/ipam"
 	"github.com/projectcalico/calico/libcalico-go/lib/options"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
 )
@@ -34,7 +34,7 @@ type View struct {
 	pools          []apiv3.IPPool
 	strictAffinity bool
 	clusterRoutes  bool
-	holders        map[string]*calicoipam.Holder
+	holders        map[string]*calico.Holder
 	// Cooldown is Calico's IP cooldown (ReadCooldown), set by the reader.
 	Cooldown time.Duration
 }
@@ -54,7 +54,7 @@ type Reader struct {
 // node (a borrowed address); who holds each address. The reads go out
 // together: they sit on a pod's ADD.
 func (r *Reader) Read(ctx context.Context, entries []reserve.Entry) (*View, error) {
-	v := &View{holders: map[string]*calicoipam.Holder{}}
+	v := &View{holders: map[string]*calico.Holder{}}
 	c := r.Calico
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
@@ -132,9 +132,9 @@ func (v *View) Facts(e reserve.Entry, ns *corev1.Namespace, podAnn map[string]st
 }
 
 func (v *View) pool(p apiv3.IPPool, ns *corev1.Namespace) *returns.Pool {
-	onNode, err := ipam.SelectsNode(p, *v.node)
+	onNode, err := cipam.SelectsNode(p, *v.node)
 	onNode = onNode && err == nil
-	forNS, err := ipam.SelectsNamespace(p, ns)
+	forNS, err := cipam.SelectsNamespace(p, ns)
 	forNS = forNS && err == nil
 	return &returns.Pool{
 		Name: p.Name, CIDR: p.Spec.CIDR, Disabled: p.Spec.Disabled,

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicoapi"
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
@@ -66,7 +66,7 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		migration = bed.StartCalicoMigration(t, kc, crd)
-	} else if err := bed.LockCalico(ctx, calicoapi.GroupV1, true); err != nil {
+	} else if err := bed.LockCalico(ctx, apigroup.GroupV1, true); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -121,7 +121,7 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 	// datastore.calicoAPIGroup), as the migration's last phase asks.
 	env.Agent.Stop()
 	ctl.Stop()
-	inV3 := testbed.AgentOptions{Env: []string{calicoapi.EnvGroup + "=" + calicoapi.GroupV3}}
+	inV3 := testbed.AgentOptions{Env: []string{apigroup.EnvGroup + "=" + apigroup.GroupV3}}
 	env.Agent = env.StartAgentWith(inV3)
 	env.Agent.WaitMetric(1, "capo_calico_api_info", `group="projectcalico.org/v3"`)
 	env.StartControllerWith("after", inV3)
@@ -152,11 +152,11 @@ func TestMigrationToNativeV3CarriesEveryHeldAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = calicov3.NewIPAM(cs.CoreV1().RESTClient()).GetAssignmentAttributes(ctx, cnet.IP{IP: net.ParseIP(inFlight.IP())})
+	_, _, err = client.NewIPAM(cs.CoreV1().RESTClient()).GetAssignmentAttributes(ctx, cnet.IP{IP: net.ParseIP(inFlight.IP())})
 	if !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		t.Fatalf("%s after the drain: %v, want released in v3 by calico-ipam", inFlight.IP(), err)
 	}
-	conflistV3 := env.ConflistWith(testbed.Capo, map[string]any{"calico_api_group": calicoapi.GroupV3})
+	conflistV3 := env.ConflistWith(testbed.Capo, map[string]any{"calico_api_group": apigroup.GroupV3})
 	env.DeletePod(returning.Pod.Name, 0)
 	back := env.NewSandbox(env.CreatePod(returning.Pod.Name, redis), conflistV3)
 	if err := back.Add(ctx); err != nil {
@@ -181,13 +181,13 @@ func bedMigrates(t *testing.T) {
 	ctx := context.Background()
 	for _, step := range []func() error{
 		func() error { return bed.ServeCalicoV3(ctx) },
-		func() error { return bed.LockCalico(ctx, calicoapi.GroupV3, true) },
+		func() error { return bed.LockCalico(ctx, apigroup.GroupV3, true) },
 		func() error {
 			counts, err := bed.CopyCalicoToV3(ctx)
 			t.Logf("Calico's copy to v3: %v", counts)
 			return err
 		},
-		func() error { return bed.LockCalico(ctx, calicoapi.GroupV3, false) },
+		func() error { return bed.LockCalico(ctx, apigroup.GroupV3, false) },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
@@ -217,7 +217,7 @@ func v1ReservationVersions(t *testing.T) map[string]string {
 // v3Reservations are capo's reservations for env's node read in v3.
 func v3Reservations(t *testing.T, env *testbed.Env) map[string]reserve.Entry {
 	t.Helper()
-	objs, err := calicov3.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}

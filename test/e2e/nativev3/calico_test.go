@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
@@ -20,7 +20,7 @@ func TestV3CalicoHonoursCapoReservations(t *testing.T) {
 	testbed.SkipWithoutCalicoFromEnv(t)
 	ctx := context.Background()
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 30, NoAgent: true, CalicoRelease: testbed.CalicoFromEnv})
-	objs, err := calicov3.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}

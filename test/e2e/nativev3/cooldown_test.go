@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicoipam"
+	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/test/testbed"
 )
@@ -122,7 +122,7 @@ func TestV3CoolingAllocationIsReservedForItsMember(t *testing.T) {
 	if releasedAt(t, victim.IP()) == "" {
 		t.Fatalf("%s: no releasedAt in Calico's v3 IPAMBlock under ipCooldownSeconds", victim.IP())
 	}
-	h, err := calicoipam.Who(ctx, v3IPAM(t), netip.MustParseAddr(victim.IP()))
+	h, err := ipam.Who(ctx, v3IPAM(t), netip.MustParseAddr(victim.IP()))
 	if err != nil || h == nil || !h.Cooling || h.Handle != "" || h.Pod != "" {
 		t.Fatalf("capo's v3 reader reads the cooling %s as %+v (%v), want cooling and nobody's", victim.IP(), h, err)
 	}

@@ -10,7 +10,7 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
@@ -33,7 +33,7 @@ func TestV3AgentReservesWhereCalicoReads(t *testing.T) {
 		t.Fatalf("DEL of the evicted member's sandbox: %v", err)
 	}
 
-	objs, err := calicov3.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestV3AgentReservesWhereCalicoReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = calicov3.NewIPAM(cs.CoreV1().RESTClient()).GetAssignmentAttributes(ctx, cnet.IP{IP: net.ParseIP(victim.IP())})
+	_, _, err = client.NewIPAM(cs.CoreV1().RESTClient()).GetAssignmentAttributes(ctx, cnet.IP{IP: net.ParseIP(victim.IP())})
 	if !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
 		t.Fatalf("%s after the reserved DEL: %v, want released by calico-ipam", victim.IP(), err)
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/capo-net/capo/deploy"
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 )
@@ -104,7 +104,7 @@ func TestChartRBACCoversNativeV3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := calicov3.New(cfg)
+	objs, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

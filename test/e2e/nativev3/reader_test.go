@@ -11,7 +11,7 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -27,7 +27,7 @@ func TestV3ReaderReadsCalicoIPAM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := calicov3.NewIPAM(cs.CoreV1().RESTClient())
+	r := client.NewIPAM(cs.CoreV1().RESTClient())
 	sb := env.AddPods("web", 1, env.Conflist(testbed.PlainCalico))[0]
 	ip := cnet.IP{IP: net.ParseIP(sb.IP())}
 

@@ -16,18 +16,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/test/testbed"
 )
 
 // v3IPAM is capo's reader of Calico's v3 IPAM on the bed.
-func v3IPAM(t *testing.T) *calicov3.IPAM {
+func v3IPAM(t *testing.T) *client.IPAM {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return calicov3.NewIPAM(cs.CoreV1().RESTClient())
+	return client.NewIPAM(cs.CoreV1().RESTClient())
 }
 
 // allocated reports whether Calico's v3 IPAM holds ip for some handle.

@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/capo-net/capo/pkg/calicov3"
+	"github.com/capo-net/capo/pkg/calico/client"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
@@ -26,7 +26,7 @@ func entry(ip string, at time.Time) reserve.Entry {
 func TestStoreWritesNativeV3Reservations(t *testing.T) {
 	ctx := context.Background()
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{NoAgent: true})
-	objs, err := calicov3.New(bed.REST)
+	objs, err := client.New(bed.REST)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +53,8 @@ func TestStoreWritesNativeV3Reservations(t *testing.T) {
 		t.Fatalf("capo's objects by a real label selector: %v %v", raw, err)
 	}
 	for _, o := range raw.Items {
-		if _, ok := o.Annotations[calicov3.MetadataAnnotation]; ok {
-			t.Fatalf("%s carries %s: %v", o.Name, calicov3.MetadataAnnotation, o.Annotations)
+		if _, ok := o.Annotations[client.MetadataAnnotation]; ok {
+			t.Fatalf("%s carries %s: %v", o.Name, client.MetadataAnnotation, o.Annotations)
 		}
 		if o.UID == "" || len(o.Spec.ReservedCIDRs) == 0 {
 			t.Fatalf("%s: %+v", o.Name, o)
