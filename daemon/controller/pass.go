@@ -80,11 +80,7 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 	if !rel.leading.Load() {
 		return released, fmt.Errorf("lost the lease before releasing; %d releases left for the next leader", len(plan))
 	}
-	refs := make([]reserve.Ref, 0, len(plan))
-	for _, r := range plan {
-		refs = append(refs, r.Ref())
-	}
-	done, err := rel.store.Release(ctx, refs)
+	done, err := rel.releaseAll(ctx, plan)
 	for _, ref := range done {
 		released[ref] = true
 	}
@@ -102,6 +98,32 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 		return released, fmt.Errorf("releasing (%d of %d done): %w", len(done), len(plan), err)
 	}
 	return released, nil
+}
+
+// releaseAll releases the plan: an operator's releases by hand so that
+// they stick (the same teardowns are not reserved again), the rest as
+// they are.
+func (rel *releaser) releaseAll(ctx context.Context, plan []release.Release) ([]reserve.Ref, error) {
+	var refs, byHand []reserve.Ref
+	for _, r := range plan {
+		if r.Reason == release.Manual {
+			byHand = append(byHand, r.Ref())
+		} else {
+			refs = append(refs, r.Ref())
+		}
+	}
+	var done []reserve.Ref
+	if len(byHand) > 0 {
+		got, err := rel.store.ReleaseByHand(ctx, byHand, rel.now())
+		if done = got; err != nil {
+			return done, err
+		}
+	}
+	if len(refs) == 0 {
+		return done, nil
+	}
+	got, err := rel.store.Release(ctx, refs)
+	return append(done, got...), err
 }
 
 // gauges publish what is held after this pass.
