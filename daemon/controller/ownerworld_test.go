@@ -166,6 +166,11 @@ func TestOldEntryKeptWhileKruiseWatchIsNotServing(t *testing.T) {
 			ws := newOwnerWatches(OwnerClients{Discovery: kube.Discovery(), Dynamic: dyn})
 			defer ws.closeAll()
 			ws.sync(nil, time.Now())
+			start := time.Now()
+			ws.waitListed(3 * time.Second)
+			if waited := time.Since(start); tc.name == "forbidden" && waited > 2500*time.Millisecond {
+				t.Errorf("waited %s for a forbidden watch to list", waited)
+			}
 			old := reserve.Entry{IP: "10.0.0.1", Namespace: "ns", Pod: "kafka-1", Seen: time.Now(), OwnerKind: "StatefulSet", OwnerName: "kafka", OwnerUID: "ks-1"}
 			for range 20 { // the forbidden list is seen on the watch's first tries
 				w := release.World{TrackedKinds: map[string]bool{"StatefulSet": true}, Owners: map[release.OwnerKey]release.Owner{}}
