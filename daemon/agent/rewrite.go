@@ -61,6 +61,7 @@ func (w *rewriteWindow) deleted() {
 
 // open reports whether calico-node is being replaced, and which pod says so.
 func (w *rewriteWindow) open() (bool, string) {
+	running := false
 	for _, p := range w.pods() {
 		if !w.isCalicoNode(p) {
 			continue
@@ -71,9 +72,13 @@ func (w *rewriteWindow) open() (bool, string) {
 		case !initialized(p):
 			return true, p.Namespace + "/" + p.Name + " not initialized (install-cni to run)"
 		}
+		running = true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if running {
+		w.gone = time.Time{} // the successor runs
+	}
 	if !w.gone.IsZero() && w.now().Sub(w.gone) < successorGrace {
 		return true, "a calico-node pod deleted, its successor awaited"
 	}

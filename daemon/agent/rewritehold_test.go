@@ -69,8 +69,9 @@ func TestRewriteWindow(t *testing.T) {
 		{"terminating", []*corev1.Pod{calicoNodePod("a", true, true)}, false, 0, true},
 		{"deleted, no successor yet", nil, true, 0, true},
 		{"successor created, install-cni to run", []*corev1.Pod{calicoNodePod("b", false, false)}, false, 0, true},
-		{"successor initialized", []*corev1.Pod{calicoNodePod("b", true, false)}, false, successorGrace, false},
-		{"deleted long ago, none since", nil, false, 0, false},
+		{"successor initialized", []*corev1.Pod{calicoNodePod("b", true, false)}, false, 0, false},
+		{"deleted again, no successor yet", nil, true, 0, true},
+		{"a minute later, none since", nil, false, successorGrace, false},
 	} {
 		pods, now = tc.pods, now.Add(tc.after)
 		if tc.gone {
@@ -126,7 +127,6 @@ func TestRewriteHoldHoldsThenLetsGo(t *testing.T) {
 	delete(ipam, "10.0.0.2")
 	h.teardown([]reserve.Entry{{IP: "10.0.0.3"}})
 	pods = []*corev1.Pod{calicoNodePod("new", true, false), db0, db2, web}
-	h.window.gone = time.Time{} // its successor is here
 	h.step(ctx)
 	if n := len(holdsOn(t, store)); n != 3 {
 		t.Fatalf("%d held before capo is back in the chain, want 3", n)
