@@ -37,15 +37,16 @@ func (s *countingStore) Reserve(_ context.Context, _ string, es []Entry) (*Resul
 	}
 	return r, nil
 }
-func (s *countingStore) Release(context.Context, []Ref) ([]Ref, error) { return nil, nil }
-func (s *countingStore) Reown(context.Context, []Ref, string) error    { return nil }
-func (s *countingStore) ReleaseByHand(context.Context, []Ref, time.Time) ([]Ref, error) {
-	return nil, nil
-}
+func (s *countingStore) Release(context.Context, []Ref) ([]Ref, error)     { return nil, nil }
+func (s *countingStore) Reown(context.Context, []Ref, string) error        { return nil }
 func (s *countingStore) List(context.Context) (*Listing, error)            { return &Listing{}, nil }
 func (s *countingStore) ListNode(context.Context, string) ([]Entry, error) { return nil, nil }
 func (s *countingStore) Stamp(context.Context, []Ref, time.Time) error     { return nil }
 func (s *countingStore) Tidy(context.Context) (*Tidied, error)             { return &Tidied{}, nil }
+
+func (s *countingStore) ReleaseByHand(context.Context, []Ref, time.Time) ([]Ref, error) {
+	return nil, nil
+}
 
 func TestBatcherCoalescesConcurrentReservations(t *testing.T) {
 	st := &countingStore{held: map[string]bool{"10.0.0.0": true}, gate: make(chan struct{})}
