@@ -33,7 +33,7 @@ const DefaultCalicoNodeSelector = "k8s-app=calico-node"
 // successorGrace is how long, after a calico-node pod of this node is
 // deleted, its successor is awaited before the window is taken as over:
 // the DaemonSet creates it as soon as the old one is gone.
-const successorGrace = time.Minute
+const successorGrace = 30 * time.Second
 
 // rewriteWindow says whether calico-node is being replaced on this node:
 // a calico-node pod terminating or not initialized, or one deleted within

@@ -71,7 +71,7 @@ func TestRewriteWindow(t *testing.T) {
 		{"successor created, install-cni to run", []*corev1.Pod{calicoNodePod("b", false, false)}, false, 0, true},
 		{"successor initialized", []*corev1.Pod{calicoNodePod("b", true, false)}, false, 0, false},
 		{"deleted again, no successor yet", nil, true, 0, true},
-		{"a minute later, none since", nil, false, successorGrace, false},
+		{"its grace later, none since", nil, false, successorGrace, false},
 	} {
 		pods, now = tc.pods, now.Add(tc.after)
 		if tc.gone {

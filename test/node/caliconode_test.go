@@ -32,12 +32,11 @@ func TestCalicoNodeReplacedLosesNoMemberAddress(t *testing.T) {
 	pool, cidr := bed.NewPool(t, 26)
 	ns := bed.Namespace(t, "restart", pool, true)
 	web := bed.Namespace(t, "restart-web", pool, false)
-	calicoNS := bed.Namespace(t, "restart-calico", pool, false)
 	bed.OptIn(t)
 	h := bed.WatchPods(t, ns)
 	bed.StatefulSet(t, ns, "db", 5, nodebed.Workload{})
 	bed.WaitRunning(t, ns, "app=db", 5)
-	cn := bed.CalicoNode(t, calicoNS)
+	cn := bed.CalicoNode(t)
 	nodebed.Eventually(t, 30*time.Second, "capo back in the chain after calico-node's first start", capoInChain(true))
 	g := guardMembers(t, ns, cidr, h)
 

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -16,25 +17,49 @@ import (
 // calico-node's pods (capo-agent's --calico-node-selector by default).
 var CalicoNodeLabels = map[string]string{"k8s-app": "calico-node"}
 
-// CalicoNode creates, in ns, the bed's model of calico-node's DaemonSet:
-// a host-network pod whose install-cni init container writes Calico's
-// conflist over the node's, as calico-node's does each time its pod
-// starts (the bed's felix runs outside it). Restart replaces its pod.
-func (b *Bed) CalicoNode(t testing.TB, ns string) *appsv1.DaemonSet {
+// CalicoNodeNamespace holds the bed's model of calico-node.
+const CalicoNodeNamespace = "calico-system"
+
+// CalicoNode is the bed's model of calico-node's DaemonSet on the first
+// node: a host-network pod whose install-cni init container writes
+// Calico's conflist over the node's, as calico-node's does each time its
+// pod starts (the bed's felix runs outside it). Made on first use and kept
+// for the bed's life, as calico-node is on a real node: removing it would
+// look like a replacement to the agent. Restart replaces its pod.
+func (b *Bed) CalicoNode(t testing.TB) *appsv1.DaemonSet {
 	t.Helper()
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "calico-config", Namespace: ns}, Data: map[string]string{"10-calico.conflist": string(b.CalicoConflist)}}
-	if _, err := b.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+	if ds, err := b.Kube.AppsV1().DaemonSets(CalicoNodeNamespace).Get(ctx, "calico-node", metav1.GetOptions{}); err == nil {
+		return ds
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CalicoNodeNamespace}}
+	if _, err := b.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "calico-config", Namespace: CalicoNodeNamespace}, Data: map[string]string{"10-calico.conflist": string(b.CalicoConflist)}}
+	if _, err := b.Kube.CoreV1().ConfigMaps(CalicoNodeNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	out, err := b.Kube.AppsV1().DaemonSets(CalicoNodeNamespace).Create(ctx, b.calicoNodeSet(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WaitRunning(t, CalicoNodeNamespace, "k8s-app=calico-node", 1)
+	return out
+}
+
+// calicoNodeSet is the model's DaemonSet, on the first node only (the
+// second has its own conflist).
+func (b *Bed) calicoNodeSet() *appsv1.DaemonSet {
 	grace := int64(1)
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "calico-node", Namespace: ns},
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "calico-node", Namespace: CalicoNodeNamespace},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: CalicoNodeLabels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: CalicoNodeLabels}, Spec: corev1.PodSpec{
 				HostNetwork: true, TerminationGracePeriodSeconds: &grace,
-				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				NodeSelector: map[string]string{"kubernetes.io/hostname": b.NodeName},
+				Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				InitContainers: []corev1.Container{{
 					Name: "install-cni", Image: SleeperImage, ImagePullPolicy: corev1.PullNever,
 					Args:         []string{"-install-cni=/calico/10-calico.conflist:/host" + Conflist},
@@ -48,12 +73,6 @@ func (b *Bed) CalicoNode(t testing.TB, ns string) *appsv1.DaemonSet {
 			}},
 		},
 	}
-	out, err := b.Kube.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.WaitRunning(t, ns, "k8s-app=calico-node", 1)
-	return out
 }
 
 // Restart has ds's controller replace its pods, as a Calico upgrade does
