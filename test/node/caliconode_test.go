@@ -24,30 +24,35 @@ import (
 // Calico's blocks and the IPReservations back to back never finds a
 // member's address free and unreserved, nor given to another pod; once
 // the new pod is initialized and capo is back, the running members' holds
-// go. The agent is stopped (SIGSTOP) from just after it held until the
-// teardowns are done: its re-apply, ~0.2 s after a rewrite, then comes
-// after them, so they always fall in the window.
+// go. The agent is stopped (SIGSTOP) from just after it held (or 3 s into
+// the old pod's 4 s shutdown, were it not to hold) until the teardowns are
+// done: its re-apply, ~0.2 s after a rewrite, then comes after them, so
+// they always fall in the window. capo-controller does not run meanwhile.
 func TestCalicoNodeReplacedLosesNoMemberAddress(t *testing.T) {
 	ctx := context.Background()
 	pool, cidr := bed.NewPool(t, 26)
 	ns := bed.Namespace(t, "restart", pool, true)
 	web := bed.Namespace(t, "restart-web", pool, false)
 	bed.OptIn(t)
+	withoutController(ctx, t)
 	h := bed.WatchPods(t, ns)
 	bed.StatefulSet(t, ns, "db", 5, nodebed.Workload{})
-	bed.WaitRunning(t, ns, "app=db", 5)
 	cn := bed.CalicoNode(t)
 	nodebed.Eventually(t, 30*time.Second, "capo back in the chain after calico-node's first start", capoInChain(true))
 	g := guardMembers(t, ns, cidr, h)
 
+	members := bed.WaitRunning(t, ns, "app=db", 5)
 	bed.Restart(t, cn)
 	// The agent holds as the old pod terminates (not asserted here: the
-	// guard below is the assertion; without holds it finds the hole).
-	_ = nodebed.Poll(ctx, 15*time.Second, func() error {
-		if v := agentMetric(t, "capo_agent_cni_rewrite_window"); v != 1 {
-			return fmt.Errorf("window %v", v)
+	// guard is the assertion; without holds it finds the hole).
+	_ = nodebed.Poll(ctx, 3*time.Second, func() error {
+		reserved, err := bed.Reserved(ctx)
+		for name, p := range members {
+			if err == nil && !reserved[p.Status.PodIP] {
+				err = fmt.Errorf("%s's %s not held", name, p.Status.PodIP)
+			}
 		}
-		return nil
+		return err
 	})
 	thaw := freezeAgent(t)
 	nodebed.Eventually(t, 60*time.Second, "the new calico-node pod's install-cni rewriting the conflist", capoInChain(false))
@@ -77,6 +82,44 @@ func TestCalicoNodeReplacedLosesNoMemberAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d polls found every member's address protected; holds released %v, kept %v", g.polls, agentMetric(t, "capo_agent_cni_rewrite_holds_total", `result="released"`), agentMetric(t, "capo_agent_cni_rewrite_holds_total", `result="kept"`))
+}
+
+// withoutController scales capo-controller to none for the test: the
+// agent is stopped long enough to turn not ready, and the controller's
+// cover of such a node (it reserves its terminating pods' addresses itself)
+// would hide whether the agent's holds did the work.
+func withoutController(ctx context.Context, t *testing.T) {
+	t.Helper()
+	scale := func(n int) {
+		if _, err := bed.Kubectl(ctx, "-n", nodebed.Namespace, "scale", "deployment", "capo-controller", fmt.Sprintf("--replicas=%d", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := bed.Kube.AppsV1().Deployments(nodebed.Namespace).Get(ctx, "capo-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := int(*d.Spec.Replicas)
+	scale(0)
+	t.Cleanup(func() {
+		scale(replicas)
+		if err := nodebed.Poll(ctx, 2*time.Minute, func() error {
+			d, err := bed.Kube.AppsV1().Deployments(nodebed.Namespace).Get(ctx, "capo-controller", metav1.GetOptions{})
+			if err == nil && int(d.Status.AvailableReplicas) != replicas {
+				err = fmt.Errorf("%d of %d controller replicas available", d.Status.AvailableReplicas, replicas)
+			}
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	nodebed.Eventually(t, 2*time.Minute, "no capo-controller running", func() error {
+		pods, err := bed.Kube.CoreV1().Pods(nodebed.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controller"})
+		if err == nil && len(pods.Items) > 0 {
+			err = fmt.Errorf("%d controller pods left", len(pods.Items))
+		}
+		return err
+	})
 }
 
 // capoInChain: the node's conflist calls capo-ipam (want), or not.

@@ -49,9 +49,11 @@ func (b *Bed) CalicoNode(t testing.TB) *appsv1.DaemonSet {
 }
 
 // calicoNodeSet is the model's DaemonSet, on the first node only (the
-// second has its own conflist).
+// second has its own conflist). Its pod takes 4 s to stop, as calico-node
+// takes a while (BIRD's graceful shutdown): the DaemonSet replaces it only
+// once it is gone.
 func (b *Bed) calicoNodeSet() *appsv1.DaemonSet {
-	grace := int64(1)
+	grace := int64(10)
 	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "calico-node", Namespace: CalicoNodeNamespace},
 		Spec: appsv1.DaemonSetSpec{
@@ -65,7 +67,7 @@ func (b *Bed) calicoNodeSet() *appsv1.DaemonSet {
 					Args:         []string{"-install-cni=/calico/10-calico.conflist:/host" + Conflist},
 					VolumeMounts: []corev1.VolumeMount{{Name: "calico-config", MountPath: "/calico"}, {Name: "cni-net-dir", MountPath: "/host" + CNIConfDir}},
 				}},
-				Containers: []corev1.Container{{Name: "calico-node", Image: SleeperImage, ImagePullPolicy: corev1.PullNever}},
+				Containers: []corev1.Container{{Name: "calico-node", Image: SleeperImage, ImagePullPolicy: corev1.PullNever, Args: []string{"-grace=4s"}}},
 				Volumes: []corev1.Volume{
 					{Name: "calico-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "calico-config"}}}},
 					{Name: "cni-net-dir", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: CNIConfDir}}},
