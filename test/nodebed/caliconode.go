@@ -17,8 +17,9 @@ import (
 // calico-node's pods (capo-agent's --calico-node-selector by default).
 var CalicoNodeLabels = map[string]string{"k8s-app": "calico-node"}
 
-// CalicoNodeNamespace holds the bed's model of calico-node.
-const CalicoNodeNamespace = "calico-system"
+// CalicoNodeNamespace holds the bed's model of calico-node, where
+// Calico's manifests put calico-node.
+const CalicoNodeNamespace = "kube-system"
 
 // CalicoNode is the bed's model of calico-node's DaemonSet on the first
 // node: a host-network pod whose install-cni init container writes
@@ -31,10 +32,6 @@ func (b *Bed) CalicoNode(t testing.TB) *appsv1.DaemonSet {
 	ctx := context.Background()
 	if ds, err := b.Kube.AppsV1().DaemonSets(CalicoNodeNamespace).Get(ctx, "calico-node", metav1.GetOptions{}); err == nil {
 		return ds
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CalicoNodeNamespace}}
-	if _, err := b.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "calico-config", Namespace: CalicoNodeNamespace}, Data: map[string]string{"10-calico.conflist": string(b.CalicoConflist)}}
 	if _, err := b.Kube.CoreV1().ConfigMaps(CalicoNodeNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -51,7 +48,9 @@ func (b *Bed) CalicoNode(t testing.TB) *appsv1.DaemonSet {
 // calicoNodeSet is the model's DaemonSet, on the first node only (the
 // second has its own conflist). Its pod takes 4 s to stop, as calico-node
 // takes a while (BIRD's graceful shutdown): the DaemonSet replaces it only
-// once it is gone.
+// once it is gone. It is system-node-critical, as calico-node is: the
+// kubelet neither evicts it nor refuses it under memory pressure (the
+// eviction tests), which would replace it behind the tests' backs.
 func (b *Bed) calicoNodeSet() *appsv1.DaemonSet {
 	grace := int64(10)
 	return &appsv1.DaemonSet{
@@ -59,7 +58,7 @@ func (b *Bed) calicoNodeSet() *appsv1.DaemonSet {
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: CalicoNodeLabels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: CalicoNodeLabels}, Spec: corev1.PodSpec{
-				HostNetwork: true, TerminationGracePeriodSeconds: &grace,
+				HostNetwork: true, TerminationGracePeriodSeconds: &grace, PriorityClassName: "system-node-critical",
 				NodeSelector: map[string]string{"kubernetes.io/hostname": b.NodeName},
 				Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				InitContainers: []corev1.Container{{
