@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/daemon"
@@ -89,9 +90,15 @@ Flags:
 	fs.StringVar(&o.CapoIPAMSource, "capo-ipam-source", filepath.Join(filepath.Dir(self), "capo-ipam"), "the capo-ipam binary --manage-cni installs (capo-ipam-kube is taken from beside it)")
 	fs.DurationVar(&o.CNIResync, "cni-resync", 30*time.Second, "with --manage-cni, how often the CNI chain is checked besides watching it")
 	fs.DurationVar(&o.UninstallGrace, "uninstall-grace", 12*time.Second, "with --manage-cni, how long at exit a deleted DaemonSet may take to be re-created under the same name before the chain is restored; keep it well inside the pod's termination grace")
+	calicoNode := fs.String("calico-node-selector", agent.DefaultCalicoNodeSelector, "with --manage-cni, the label selector of calico-node's pods: while the one on this node is replaced (its install-cni rewrites the CNI config without capo-ipam), the node's selected pods' addresses are held; empty: never")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err
 	}
+	sel, err := labels.Parse(*calicoNode)
+	if err != nil {
+		return o, 0, 0, fmt.Errorf("capo-agent: --calico-node-selector %q: %w (a label selector, as kubectl's -l takes)", *calicoNode, err)
+	}
+	o.CalicoNodeSelector = sel
 	if o.NodeName == "" {
 		return o, 0, 0, fmt.Errorf("capo-agent: --node-name or NODENAME is required")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -55,6 +56,11 @@ type Options struct {
 	// Dynamic watches Calico's ClusterInformation for its datastore lock;
 	// nil reads it at each readiness probe instead.
 	Dynamic dynamic.Interface
+
+	// CalicoNodeSelector picks calico-node's pods: while one on this node
+	// is replaced, with ManageCNI, the selected pods' addresses are held
+	// (rewrite.go); nil or empty: never.
+	CalicoNodeSelector labels.Selector
 }
 
 // Agent is the composition root: it builds the parts on real clients and
@@ -71,9 +77,10 @@ type Agent struct {
 	server  *server
 	drainer *drainer
 	sweeper *sweeper
-	cni     *cniManager // nil without --manage-cni
-	held    *heldIndex  // pods with reservations on this node, for returns
-	settler *settler    // ends returned addresses' reservations
+	cni     *cniManager  // nil without --manage-cni
+	rewrite *rewriteHold // nil without the CNI manager or a calico-node selector
+	held    *heldIndex   // pods with reservations on this node, for returns
+	settler *settler     // ends returned addresses' reservations
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
@@ -137,6 +144,9 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
 			},
 		}
+	}
+	if a.rewrite = newRewriteHold(a, a.gate.IPAM(calico.IPAM()), j, timeout); a.rewrite != nil {
+		dec.reserved = func(es []reserve.Entry) { a.held.add(es); a.rewrite.teardown(es) }
 	}
 	a.cluster.onNodeChange(a.nodeChanged)
 	optedIn := func() bool { return selection.NodeOptedIn(selection.Of(a.cluster.Node())) }
@@ -266,6 +276,9 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	a.loop(ctx, "drainer", a.drainer.run)
 	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })
 	a.loop(ctx, "counter", a.countLoop)
+	if a.rewrite != nil {
+		a.loop(ctx, "rewrite", a.rewrite.run)
+	}
 	return served, nil
 }
 

@@ -60,6 +60,26 @@ func (f *informerCluster) onNodeChange(fn func(*metav1.PartialObjectMetadata)) {
 	})
 }
 
+// onPodChange calls fn with each of this node's pods that is added or
+// changes, and with gone set when one is deleted.
+func (f *informerCluster) onPodChange(fn func(p *corev1.Pod, gone bool)) {
+	call := func(obj any, gone bool) {
+		if p, ok := kubeclient.Deleted[corev1.Pod](obj); ok {
+			fn(p, gone)
+		}
+	}
+	_, _ = f.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { call(obj, false) },
+		UpdateFunc: func(_, obj any) { call(obj, false) },
+		DeleteFunc: func(obj any) { call(obj, true) },
+	})
+}
+
+// nodePods are this node's pods, as cached.
+func (f *informerCluster) nodePods() []*corev1.Pod {
+	return kubeclient.Listed[corev1.Pod](f.pods.GetStore().List())
+}
+
 type tombstone struct {
 	pod     *corev1.Pod
 	expires time.Time

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -105,6 +106,20 @@ func (m *cniManager) reconcile() {
 	if err == nil {
 		m.applied = true
 	}
+}
+
+// inChain reports whether the runtime's CNI config calls capo-ipam now.
+func (m *cniManager) inChain() bool {
+	conf, err := install.RuntimeConfig(m.opts.CNIConfDir)
+	if err != nil {
+		return false
+	}
+	data, err := os.ReadFile(conf)
+	if err != nil {
+		return false
+	}
+	st, err := install.Inspect(data)
+	return err == nil && st.Installed
 }
 
 func (m *cniManager) report(op string, r *install.Result, err error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/reserve"
+	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -93,11 +95,32 @@ func (dc *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}
 	dc.observe(dc.now().Sub(start))
+	if len(res.Refused) > 0 {
+		return dc.releasedByHand(req, entries, res, d.Rule)
+	}
 	if dc.reserved != nil {
 		dc.reserved(entries)
 	}
 	slog.Info("reserved", "pod", req.Pod.Namespace+"/"+req.Pod.Name, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", d.Rule)
 	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: d.Rule}, nil
+}
+
+// releasedByHand answers a teardown an operator released by hand
+// (reserve.Store.ReleaseByHand): those addresses are not held again, and
+// the DEL releases them as asked; what else it reserved stays.
+func (dc *decider) releasedByHand(req *wire.ReserveRequest, entries []reserve.Entry, res *reserve.Result, rule string) (*wire.ReserveResponse, error) {
+	pod := req.Pod.Namespace + "/" + req.Pod.Name
+	slog.Info("not reserved again: an operator released this teardown's addresses by hand", "pod", pod, "ips", res.Refused)
+	held := slices.DeleteFunc(slices.Clone(entries), func(e reserve.Entry) bool { return slices.Contains(res.Refused, e.IP) })
+	if len(held) == 0 {
+		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "released by hand for this teardown; not reserved again"}, nil
+	}
+	if dc.reserved != nil {
+		dc.reserved(held)
+	}
+	ips := returns.IPs(held)
+	slog.Info("reserved", "pod", pod, "ips", ips, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "rule", rule)
+	return &wire.ReserveResponse{Outcome: wire.Reserved, IPs: ips, Rule: rule}, nil
 }
 
 // addresses are what capo-ipam recorded at ADD, else what Calico's handle

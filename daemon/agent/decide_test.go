@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,41 @@ func testDecider(c Cluster, ipam IPAM, r Reserver, now func() time.Time) *decide
 func withAtAdd(r *wire.ReserveRequest, selected bool) *wire.ReserveRequest {
 	r.AtAdd = &wire.Decision{Selected: selected, Rule: "recorded at ADD"}
 	return r
+}
+
+// A teardown an operator released by hand (the store refuses it: a
+// journal replayed, a sweep) is not reserved again: its DEL releases the
+// address as asked, and what else it reserved stays held and is told.
+func TestDecideReleasedByHand(t *testing.T) {
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	c := &fakeCluster{node: optedIn, ns: &metav1.PartialObjectMetadata{}}
+	req := &wire.ReserveRequest{ContainerID: "c1", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "db", Name: "db-0", UID: "u"}, RecordedIPs: []string{"10.0.0.1", "fd00::1"}}
+	for _, tc := range []struct {
+		refused []string
+		want    wire.Outcome
+		told    int
+	}{
+		{[]string{"10.0.0.1", "fd00::1"}, wire.NothingToReserve, 0},
+		{[]string{"10.0.0.1"}, wire.Reserved, 1},
+	} {
+		var told []reserve.Entry
+		d := testDecider(c, &fakeIPAM{}, refusing(tc.refused), time.Now)
+		d.reserved = func(es []reserve.Entry) { told = append(told, es...) }
+		resp, err := d.Decide(context.Background(), req)
+		if err != nil || resp.Outcome != tc.want || len(told) != tc.told || len(resp.IPs) != tc.told {
+			t.Fatalf("refused %v: %+v, %v, told %v; want %s", tc.refused, resp, err, told, tc.want)
+		}
+	}
+}
+
+type refusing []string
+
+func (r refusing) Reserve(_ context.Context, es []reserve.Entry) (*reserve.Result, error) {
+	res := &reserve.Result{Refused: r}
+	for _, e := range es {
+		if !slices.Contains(r, e.IP) {
+			res.Added = append(res.Added, e.IP)
+		}
+	}
+	return res, nil
 }

@@ -26,6 +26,8 @@ type metrics struct {
 	cniInstalled   prometheus.Gauge
 	cniReapplied   *prometheus.CounterVec
 	cniErrors      prometheus.Counter
+	rewriteWindow  prometheus.Gauge
+	rewriteHolds   *prometheus.CounterVec
 	fixedAddrPods  prometheus.Counter
 	returns        *prometheus.CounterVec
 	canReserve     prometheus.Gauge
@@ -79,6 +81,14 @@ func newMetrics() *metrics {
 			Name: "capo_agent_cni_errors_total",
 			Help: "Install or uninstall attempts that failed; each is retried.",
 		}),
+		rewriteWindow: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capo_agent_cni_rewrite_window",
+			Help: "1 while calico-node's pod on this node is being replaced (its install-cni rewrites the CNI config without capo-ipam): the node's selected running pods' addresses are held.",
+		}),
+		rewriteHolds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_agent_cni_rewrite_holds_total",
+			Help: "Addresses held while calico-node was replaced, by result: held; released once capo was back, their pod still using them; kept by a let-go, their pod torn down meanwhile (the teardown's reservation).",
+		}, []string{"result"}),
 		bypassed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "capo_agent_bypassed_teardowns_total",
 			Help: "Teardowns of selected pods that went around capo-ipam (the conflist was being rewritten, or the agent was away), found by the ADD-record sweep and reserved after the fact.",
@@ -112,7 +122,7 @@ func newMetrics() *metrics {
 			Help: "Socket requests refused because they name a pod other than the one the node's CNI state names, by why: record-differs (capo-ipam's ADD record of the sandbox names another pod), handle-differs (Calico's allocation for it names another pod), other-node (the handle was allocated on another node), no-pod-recorded (Calico's allocation names no pod). Anything above 0 is a process on the node forging requests, or a damaged record.",
 		}, []string{"why"}),
 	}
-	m.reg.MustRegister(m.refused, m.wireRequests, m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
+	m.reg.MustRegister(m.rewriteWindow, m.rewriteHolds, m.refused, m.wireRequests, m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

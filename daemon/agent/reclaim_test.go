@@ -128,6 +128,11 @@ func TestPredecessorsNodeByItsKubernetesName(t *testing.T) {
 		{"its Calico node deleted, and no Node of its name", fakeCalicoNodes{}, map[string]*corev1.Node{"n2": {}}, returns.NodeGone},
 		{"its Calico node missing, the Node of its name standing", fakeCalicoNodes{}, map[string]*corev1.Node{"n2.example.com": {}}, ""},
 		{"not a Kubernetes node", fakeCalicoNodes{"n2.example.com": ""}, nil, ""},
+		// This agent's own node, named otherwise in Calico: never lost to
+		// itself, whatever its Node says (the out-of-service taint stays
+		// until an operator removes it; a Node object re-registering).
+		{"this node, named otherwise, out of service", fakeCalicoNodes{"n2.example.com": "n1"}, map[string]*corev1.Node{"n1": outOfService}, ""},
+		{"this node, named otherwise, its Node deleted", fakeCalicoNodes{"n2.example.com": "n1"}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &offerer{node: "n1", nodes: &fakeNodes{nodes: tc.nodes}, calicoNodes: tc.calico}

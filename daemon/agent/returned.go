@@ -127,6 +127,9 @@ func (s *settler) endReturned(ctx context.Context, pod *corev1.Pod, ips []string
 // read of the node's reservations.
 func (s *settler) reconcile(ctx context.Context, entries []reserve.Entry, podOf func(namespace, name string) *corev1.Pod, ifNameOf func(handle string) string) {
 	for _, e := range entries {
+		if e.Reason == reserve.ReasonCNIRewrite {
+			continue // a running pod's address held while calico-node is replaced: not a return (rewritehold.go ends it)
+		}
 		pod := podOf(e.Namespace, e.Pod)
 		if pod == nil || pod.Spec.NodeName != s.node || !returns.Owns(pod, e) || pod.Annotations[returns.PodAnnotation] == returns.Disabled {
 			continue

@@ -16,7 +16,9 @@ import (
 //
 //	pod        name, namespace, UID, labels (any selector may name any
 //	           label), capo's and Calico's annotations, owner references,
-//	           node name, phase, deletion
+//	           node name, phase, deletion; its addresses, whether they are
+//	           the host's, and whether its init containers have run
+//	           (calico-node's replacement, rewrite.go)
 //	namespace  labels (capo's, and any an IPPool's namespaceSelector
 //	           names, judged when a returning pod is offered its
 //	           address); Calico's annotations (served to capo-ipam)
@@ -39,9 +41,19 @@ func trimPod(obj any) (any, error) {
 			Labels: p.Labels, Annotations: keepAnnotations(p.Annotations, capoPrefix, calicoPrefix),
 			OwnerReferences: p.OwnerReferences, DeletionTimestamp: p.DeletionTimestamp,
 		},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIPs: p.Status.PodIPs, Conditions: initializedOnly(p.Status.Conditions)},
 	}, nil
+}
+
+// initializedOnly is the pod's Initialized condition, its status alone.
+func initializedOnly(cs []corev1.PodCondition) []corev1.PodCondition {
+	for _, c := range cs {
+		if c.Type == corev1.PodInitialized {
+			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return nil
 }
 
 // trimNamespace is the namespaces informer's transform.

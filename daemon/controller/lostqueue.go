@@ -154,7 +154,7 @@ func (c *coverer) reserveLost(ctx context.Context, node string) {
 	}
 	c.lost.q.Forget(node)
 	c.metrics.nodeLost.Add(float64(len(res.Added)))
-	slog.Info("reserved for pods whose node will not", "node", node, "added", res.Added, "alreadyHeld", res.AlreadyHeld)
+	slog.Info("reserved for pods whose node will not", "node", node, "added", res.Added, "alreadyHeld", res.AlreadyHeld, "releasedByHand", res.Refused)
 }
 
 // stillTheirs drops the addresses that must not be reserved now: one Calico

@@ -182,8 +182,9 @@ func (w *ownerWatch) close() {
 	}
 }
 
-// waitListed waits, up to timeout, for the watches started to list: the
-// first pass judges their members with their owners known.
+// waitListed waits, up to timeout, for the watches started to list, or to
+// fail (forbidden, not served: they will not list soon): the first pass
+// judges their members with their owners known.
 func (ws *ownerWatches) waitListed(timeout time.Duration) {
 	if ws == nil {
 		return
@@ -192,7 +193,7 @@ func (ws *ownerWatches) waitListed(timeout time.Duration) {
 	var synced []cache.InformerSynced
 	for _, w := range ws.byKey {
 		if w.inf != nil {
-			synced = append(synced, w.inf.HasSynced)
+			synced = append(synced, func() bool { ok, why := w.watching(); return ok || why != notListed })
 		}
 	}
 	ws.mu.Unlock()

@@ -19,8 +19,9 @@ type unwatchedKind struct {
 }
 
 // addTo adds the owners of every kind watched to w, and marks their kinds
-// tracked. It returns the kinds not watched, by key, and why: their
-// members' reservations are never judged gone.
+// tracked; the others it marks unwatched. It returns the kinds not
+// watched, by key, and why: their members' reservations, and those of
+// older entries that may be theirs, are never judged gone.
 func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
 	if ws == nil {
 		return nil
@@ -32,6 +33,10 @@ func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
 		ok, why := ow.watching()
 		if !ok {
 			unwatched[key] = unwatchedKind{kind: ow.kind, why: why}
+			if w.UnwatchedKinds == nil {
+				w.UnwatchedKinds = map[string]bool{}
+			}
+			w.UnwatchedKinds[key] = true
 			continue
 		}
 		w.TrackedKinds[key] = true

@@ -17,6 +17,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/release"
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 func kruiseSet(spec map[string]any, ann map[string]string) *unstructured.Unstructured {
@@ -129,5 +130,59 @@ func TestOwnerWatchDenied(t *testing.T) {
 			t.Fatalf("unwatched %v, tracked %v", unwatched, w.TrackedKinds)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An entry written before owner kinds were told apart by group (kind
+// "StatefulSet", a Kruise set's UID) is never judged owner-gone while
+// Kruise's watch does not serve: not listed yet, forbidden, not served.
+// Only its time ends it then.
+func TestOldEntryKeptWhileKruiseWatchIsNotServing(t *testing.T) {
+	kruiseGVR := schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1beta1", Resource: "statefulsets"}
+	served := []*metav1.APIResourceList{{GroupVersion: "apps.kruise.io/v1beta1", APIResources: []metav1.APIResource{{Name: "statefulsets", Kind: "StatefulSet", Namespaced: true}}}}
+	listing := make(chan struct{})
+	defer close(listing)
+	for _, tc := range []struct {
+		name   string
+		served []*metav1.APIResourceList
+		list   clienttesting.ReactionFunc
+	}{
+		{"not served", nil, nil},
+		{"forbidden", served, func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(kruiseGVR.GroupResource(), "", errors.New("no RBAC"))
+		}},
+		{"not listed yet", served, func(clienttesting.Action) (bool, runtime.Object, error) {
+			<-listing // the API server has not answered the first list
+			return true, nil, errors.New("gone")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset()
+			kube.Resources = tc.served
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{kruiseGVR: "StatefulSetList"})
+			if tc.list != nil {
+				dyn.PrependReactor("list", "statefulsets", tc.list)
+			}
+			ws := newOwnerWatches(OwnerClients{Discovery: kube.Discovery(), Dynamic: dyn})
+			defer ws.closeAll()
+			ws.sync(nil, time.Now())
+			start := time.Now()
+			ws.waitListed(3 * time.Second)
+			if waited := time.Since(start); tc.name == "forbidden" && waited > 2500*time.Millisecond {
+				t.Errorf("waited %s for a forbidden watch to list", waited)
+			}
+			old := reserve.Entry{IP: "10.0.0.1", Namespace: "ns", Pod: "kafka-1", Seen: time.Now(), OwnerKind: "StatefulSet", OwnerName: "kafka", OwnerUID: "ks-1"}
+			for range 20 { // the forbidden list is seen on the watch's first tries
+				w := release.World{TrackedKinds: map[string]bool{"StatefulSet": true}, Owners: map[release.OwnerKey]release.Owner{}}
+				ws.addTo(&w)
+				if !w.UnwatchedKinds[owners.KruiseStatefulSet.Key()] {
+					t.Fatalf("Kruise's kind not marked unwatched: %v", w.UnwatchedKinds)
+				}
+				if plan := release.Plan([]reserve.Entry{old}, time.Now(), release.Limits{TTL: time.Hour, MaxCount: 10}, w); len(plan) != 0 {
+					t.Fatalf("released %+v while Kruise's watch is %s", plan, tc.name)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -50,13 +50,32 @@ func (rel *releaser) release(ctx context.Context, listing *reserve.Listing) (*pa
 	rel.recallRecreatable(&rd.world)
 	rd.world.Manual, rd.asked = rel.manualRequests(rd.entries)
 	t := rel.now()
-	rd.plan = release.Plan(rd.entries, t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, rd.world)
+	rd.plan = release.Plan(rel.judged(rd.entries), t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, rd.world)
 	rel.metrics.planSeconds.Observe(rel.now().Sub(t).Seconds())
 	var err error
 	rd.released, err = rel.apply(ctx, rd.plan)
 	rel.gauges(rd.entries, rd.released, cfg.IPReserveMaxCount)
 	rel.poolGauges(ctx, rd.entries, rd.released)
 	return rd, err
+}
+
+// judged are the entries the release rules apply to: all but an agent's
+// holds of its running pods' addresses while calico-node is replaced
+// (reason cni-rewrite, the pod still running as that incarnation). Those
+// are no teardown's: the agent ends them, and they must not count towards
+// ipReserveMaxCount, where they would end older teardowns' reservations.
+// Once their pod has gone they are judged as any other.
+func (rel *releaser) judged(entries []reserve.Entry) []reserve.Entry {
+	out := make([]reserve.Entry, 0, len(entries))
+	for _, e := range entries {
+		if e.Reason == reserve.ReasonCNIRewrite {
+			if p := rel.caches.pod(e.Namespace, e.Pod); p != nil && string(p.UID) == e.PodUID && !terminated(p) {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // settle follows a pass whose releases were written: the requests by hand
@@ -80,11 +99,7 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 	if !rel.leading.Load() {
 		return released, fmt.Errorf("lost the lease before releasing; %d releases left for the next leader", len(plan))
 	}
-	refs := make([]reserve.Ref, 0, len(plan))
-	for _, r := range plan {
-		refs = append(refs, r.Ref())
-	}
-	done, err := rel.store.Release(ctx, refs)
+	done, err := rel.releaseAll(ctx, plan)
 	for _, ref := range done {
 		released[ref] = true
 	}
@@ -102,6 +117,32 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 		return released, fmt.Errorf("releasing (%d of %d done): %w", len(done), len(plan), err)
 	}
 	return released, nil
+}
+
+// releaseAll releases the plan: an operator's releases by hand so that
+// they stick (the same teardowns are not reserved again), the rest as
+// they are.
+func (rel *releaser) releaseAll(ctx context.Context, plan []release.Release) ([]reserve.Ref, error) {
+	var refs, byHand []reserve.Ref
+	for _, r := range plan {
+		if r.Reason == release.Manual {
+			byHand = append(byHand, r.Ref())
+		} else {
+			refs = append(refs, r.Ref())
+		}
+	}
+	var done []reserve.Ref
+	if len(byHand) > 0 {
+		got, err := rel.store.ReleaseByHand(ctx, byHand, rel.now())
+		if done = got; err != nil {
+			return done, err
+		}
+	}
+	if len(refs) == 0 {
+		return done, nil
+	}
+	got, err := rel.store.Release(ctx, refs)
+	return append(done, got...), err
 }
 
 // gauges publish what is held after this pass.

@@ -369,3 +369,27 @@ func TestLostNodesPodIsReserved(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// An agent's hold of a running pod's address while calico-node is
+// replaced is no teardown's: it does not count towards ipReserveMaxCount
+// (where it would end an older teardown's reservation) nor end by TTL;
+// once its pod has gone it is judged as any other.
+func TestHoldsOfRunningPodsAreNotJudged(t *testing.T) {
+	b := newPassBed(t, pod("kafka", "db-0"))
+	cfg := b.c.config.Get()
+	cfg.IPReserveMaxCount = 1
+	b.c.config.Set(cfg)
+	hold := held("10.0.0.1", "kafka", "db-0", 2*time.Hour)
+	hold.Reason = reserve.ReasonCNIRewrite
+	gone := held("10.0.0.2", "kafka", "db-1", 2*time.Hour) // its pod gone: judged
+	gone.Reason = reserve.ReasonCNIRewrite
+	b.reserve("n1", held("10.0.0.3", "kafka", "old-0", 30*time.Minute), hold, gone)
+	b.pass()
+	got := b.held()
+	if _, ok := got["10.0.0.1"]; !ok || len(got) != 2 {
+		t.Fatalf("held after the pass %v: want the running pod's hold and old-0's teardown (max count 1, the hold not counted)", got)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.releases.WithLabelValues("ttl")); n != 1 {
+		t.Errorf("ttl releases %v, want db-1's", n)
+	}
+}

@@ -111,3 +111,40 @@ func TestOldEntriesOfKruiseMembersFindTheirSet(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// While a kind named StatefulSet beyond apps/v1 is not watched (not listed
+// yet, forbidden, not served), an entry written before owner kinds were
+// told apart by group may be one of its members: no owner rule ends it,
+// its time still does, and it is handed to no re-created apps/v1 set. One
+// that an apps/v1 set's UID names is that set's, whatever else is watched.
+func TestOldEntriesAreNotJudgedWhileAKindThatMayOwnThemIsUnwatched(t *testing.T) {
+	const kruise = "StatefulSet.apps.kruise.io"
+	l := Limits{TTL: 40 * time.Minute, MaxCount: 100}
+	w := world()
+	w.UnwatchedKinds = map[string]bool{kruise: true}
+	entries := []reserve.Entry{
+		res("10.4.0.1", "kafka", "kafka-1", time.Minute, "StatefulSet", "kafka", "ks-1"),    // no apps/v1 set of its name
+		res("10.4.0.2", "kafka", "broker-1", time.Minute, "StatefulSet", "broker", "ks-2"),  // an apps/v1 set of its name, another UID
+		res("10.4.0.3", "kafka", "kafka-2", 41*time.Minute, "StatefulSet", "kafka", "ks-1"), // its time is up
+		res("10.4.0.4", "kafka", "broker-5", time.Minute, "StatefulSet", "broker", "sts-1"), // the apps/v1 set's: scaled down
+		res("10.4.0.5", "kafka", "c-0", time.Minute, "Broker.example.com", "c", "c-1"),      // another kind's: not of a StatefulSet
+		res("10.4.0.6", "kafka", "kafka-3", time.Minute, kruise, "kafka", "ks-1"),           // written with its group: not tracked
+	}
+	got := reasons(Plan(entries, t0, l, w))
+	want := map[string]Reason{"10.4.0.3": TTL, "10.4.0.4": ScaledDown}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	w.RecreateNamespaces = map[string]bool{"kafka": true}
+	if re := Reowns(entries[:2], w); len(re) != 0 {
+		t.Fatalf("an entry whose owner is not known handed over: %v", re)
+	}
+	// Watched and listed, the kind holds no set of that UID: apps/v1's rules.
+	w.UnwatchedKinds, w.RecreateNamespaces = nil, nil
+	w.TrackedKinds[kruise] = true
+	w.StableKinds = map[string]bool{kruise: true}
+	got = reasons(Plan(entries[:1], t0, l, w))
+	if got["10.4.0.1"] != OwnerGone {
+		t.Fatalf("with the kind watched: %v, want owner-gone", got)
+	}
+}

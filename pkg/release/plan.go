@@ -64,8 +64,13 @@ type World struct {
 	// keep their names (<owner>-<ordinal>): Kruise's Advanced StatefulSet,
 	// the listed ones. Their sets' policy is read as an apps/v1 set's.
 	StableKinds map[string]bool
-	Manual      map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
-	TTLs        TTLs                 // per-workload reservation times; Limits.TTL elsewhere
+	// UnwatchedKinds are the owner kinds beyond apps/v1 capo is to watch
+	// whose view is not synced and serving (not listed yet, forbidden, not
+	// served), by key: an entry that may be of one is never judged by its
+	// owner, only by its time.
+	UnwatchedKinds map[string]bool
+	Manual         map[reserve.Ref]bool // reservations an operator released: entries, or places (an address of one node)
+	TTLs           TTLs                 // per-workload reservation times; Limits.TTL elsewhere
 	// RecreateNamespaces and RecreateSets opt in to RecreateAnnotation:
 	// namespaces, and StatefulSets by name (those that exist, and those the
 	// controller saw with it before they were deleted).
@@ -93,8 +98,8 @@ func Plan(entries []reserve.Entry, now time.Time, l Limits, w World) []Release {
 	var kept []reserve.Entry
 	stable := w.stableByUID()
 	for _, e := range entries {
-		e = w.ownerKindOf(e, stable)
-		if r, ok := ruleFor(e, now, l, w); ok {
+		e, judged := w.ownerKindOf(e, stable)
+		if r, ok := ruleFor(e, judged, now, l, w); ok {
 			out = append(out, Release{Entry: e, Reason: r})
 		} else {
 			kept = append(kept, e)
@@ -135,27 +140,38 @@ func (w World) stableByUID() map[string]OwnerKey {
 // group (its kind "StatefulSet" for a member of Kruise's Advanced
 // StatefulSet) as its owner's: no apps/v1 set of its name holds the UID it
 // recorded, and a watched set of the name does. A UID names one object.
-func (w World) ownerKindOf(e reserve.Entry, stable map[string]OwnerKey) reserve.Entry {
+// judged is false when the owner cannot be told: no set capo sees holds
+// the UID, and a kind named StatefulSet that may hold it is not watched
+// (its watch has not listed yet, is forbidden, or its CRD is not served).
+func (w World) ownerKindOf(e reserve.Entry, stable map[string]OwnerKey) (out reserve.Entry, judged bool) {
 	if e.OwnerKind != "StatefulSet" || e.OwnerUID == "" {
-		return e
+		return e, true
 	}
 	if o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]; ok && o.UID == e.OwnerUID {
-		return e
+		return e, true
 	}
 	if k, ok := stable[e.OwnerUID]; ok && k.Namespace == e.Namespace && k.Name == e.OwnerName {
 		e.OwnerKind = k.Kind
+		return e, true
 	}
-	return e
+	for key := range w.UnwatchedKinds {
+		if kind, _, _ := strings.Cut(key, "."); kind == e.OwnerKind {
+			return e, false
+		}
+	}
+	return e, true
 }
 
-func ruleFor(e reserve.Entry, now time.Time, l Limits, w World) (Reason, bool) {
+// ruleFor is the first rule that ends e; its owner's rules apply only when
+// judged (see ownerKindOf).
+func ruleFor(e reserve.Entry, judged bool, now time.Time, l Limits, w World) (Reason, bool) {
 	switch {
 	case w.Manual[e.Ref()] || w.Manual[e.Place()]:
 		return Manual, true
 	case e.Namespace != "" && w.Namespaces != nil && !w.Namespaces[e.Namespace]:
 		return NamespaceGone, true
 	}
-	if e.OwnerKind != "" && w.TrackedKinds[e.OwnerKind] {
+	if judged && e.OwnerKind != "" && w.TrackedKinds[e.OwnerKind] {
 		o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]
 		recreated := e.OwnerUID != "" && o.UID != e.OwnerUID
 		switch {

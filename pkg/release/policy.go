@@ -120,7 +120,12 @@ func (w World) stableIdentities(kind string) bool {
 // its name and keeps them: by the new set's UID, the entries to give it.
 func Reowns(kept []reserve.Entry, w World) map[string][]reserve.Ref {
 	out := map[string][]reserve.Ref{}
+	stable := w.stableByUID()
 	for _, e := range kept {
+		e, judged := w.ownerKindOf(e, stable)
+		if !judged {
+			continue // its owner is not known: nothing to hand over
+		}
 		o, ok := w.Owners[OwnerKey{e.OwnerKind, e.Namespace, e.OwnerName}]
 		if ok && (o.StatefulSet || w.StableKinds[e.OwnerKind]) && e.OwnerUID != "" && o.UID != e.OwnerUID && w.keepsAcrossRecreate(e) {
 			out[o.UID] = append(out[o.UID], e.Ref())

@@ -84,6 +84,8 @@ func (b *Batcher) flush(ctx context.Context, batch []*pending) {
 			switch {
 			case slices.Contains(res.Added, addr):
 				mine.Added = append(mine.Added, e.IP)
+			case slices.Contains(res.Refused, addr):
+				mine.Refused = append(mine.Refused, e.IP)
 			default:
 				mine.AlreadyHeld = append(mine.AlreadyHeld, e.IP)
 			}

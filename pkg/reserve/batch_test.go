@@ -44,6 +44,10 @@ func (s *countingStore) ListNode(context.Context, string) ([]Entry, error) { ret
 func (s *countingStore) Stamp(context.Context, []Ref, time.Time) error     { return nil }
 func (s *countingStore) Tidy(context.Context) (*Tidied, error)             { return &Tidied{}, nil }
 
+func (s *countingStore) ReleaseByHand(context.Context, []Ref, time.Time) ([]Ref, error) {
+	return nil, nil
+}
+
 func TestBatcherCoalescesConcurrentReservations(t *testing.T) {
 	st := &countingStore{held: map[string]bool{"10.0.0.0": true}, gate: make(chan struct{})}
 	b := NewBatcher(st, "n1", func() time.Duration { return time.Second })

@@ -14,6 +14,10 @@ import (
 const (
 	ReasonCNIDel   = "cni-del"
 	ReasonNodeLost = "node-lost"
+	// ReasonCNIRewrite: held by the node's agent while calico-node's pod
+	// was replaced (its install-cni writes the CNI config without
+	// capo-ipam); kept only if the pod was torn down meanwhile.
+	ReasonCNIRewrite = "cni-rewrite"
 	// ReasonCapo: taken over from Capo's (xdfdotcn/capo) reservations by
 	// capoctl adopt-capo, with Capo's reservation time.
 	ReasonCapo = "capo-adopted"

@@ -19,6 +19,12 @@ type Store interface {
 	// is left (see Ref). It touches only reservations: an address still
 	// allocated in Calico IPAM stays allocated.
 	Release(ctx context.Context, refs []Ref) ([]Ref, error)
+	// ReleaseByHand is Release for an operator (capoctl release, a
+	// request by hand): the teardowns it ends stay released. A later
+	// Reserve of the same address for the same teardown (its sandbox, else
+	// its pod UID) on that node, at a coverage or a journal's replay, is
+	// refused for ReleasedByHandKept after at.
+	ReleaseByHand(ctx context.Context, refs []Ref, at time.Time) ([]Ref, error)
 	// List returns every reservation, and the capo objects it skipped
 	// because they do not decode.
 	List(ctx context.Context) (*Listing, error)
@@ -36,9 +42,28 @@ type Store interface {
 	Tidy(ctx context.Context) (*Tidied, error)
 }
 
-// Result says which addresses a Reserve added and which were already held.
+// Result says which addresses a Reserve added, which were already held,
+// and which it refused: released by hand for that very teardown.
 type Result struct {
-	Added, AlreadyHeld []string
+	Added, AlreadyHeld, Refused []string
+}
+
+// ReleasedByHandKept is how long a release by hand stays in force for its
+// teardown: past a journal replayed after a long absence of the node's
+// agent, or a pod left terminating on a lost node for a day.
+const ReleasedByHandKept = 24 * time.Hour
+
+// SameTeardown reports whether a and b are reservations of one address for
+// one teardown: the same node and, by the sandbox when both know it, else
+// by the pod UID. Nothing known is no.
+func SameTeardown(a, b Entry) bool {
+	if a.Node != b.Node || a.IP != b.IP {
+		return false
+	}
+	if a.Sandbox != "" && b.Sandbox != "" {
+		return a.Sandbox == b.Sandbox
+	}
+	return a.PodUID != "" && a.PodUID == b.PodUID
 }
 
 // Listing is what List read.

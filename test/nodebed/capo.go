@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,14 +103,23 @@ func AgentStatus(addr, path string) (int, error) {
 // AgentRoot is the running agent container's root as the host sees it
 // (/proc/<pid>/root): what the agent can reach of the host.
 func AgentRoot() (string, error) {
+	pid, err := AgentPID()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join("/proc", strconv.Itoa(pid), "root"), nil
+}
+
+// AgentPID is the running agent container's process, as the host sees it.
+func AgentPID() (int, error) {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err == nil && strings.HasPrefix(string(b), "/usr/local/bin/capo-agent\x00") {
-			return filepath.Join(filepath.Dir(p), "root"), nil
+			return strconv.Atoi(filepath.Base(filepath.Dir(p)))
 		}
 	}
-	return "", fmt.Errorf("no capo-agent process on the node")
+	return 0, fmt.Errorf("no capo-agent process on the node")
 }
 
 // CNIState is the node's CNI as the runtime sees it.

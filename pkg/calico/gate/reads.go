@@ -39,6 +39,13 @@ func (s gatedStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.
 	return s.Store.Release(ctx, refs)
 }
 
+func (s gatedStore) ReleaseByHand(ctx context.Context, refs []reserve.Ref, at time.Time) ([]reserve.Ref, error) {
+	if err := s.g.Err(); err != nil {
+		return nil, err
+	}
+	return s.Store.ReleaseByHand(ctx, refs, at)
+}
+
 func (s gatedStore) List(ctx context.Context) (*reserve.Listing, error) {
 	if err := s.g.Err(); err != nil {
 		return nil, err

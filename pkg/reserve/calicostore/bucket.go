@@ -3,6 +3,7 @@ package calicostore
 import (
 	"context"
 	"slices"
+	"time"
 
 	apiv3 "github.com/projectcalico/api/pkg/apis/projectcalico/v3"
 
@@ -65,6 +66,7 @@ func (s *Store) place(ctx context.Context, n int, batches []batch, refresh bool)
 		if err != nil {
 			return nil, err
 		}
+		b.Expire(time.Now())
 		p := &layout.Placement{}
 		for _, bt := range batches {
 			one, err := b.Place(bt.node, bt.entries, s.limits, refresh)
@@ -75,7 +77,7 @@ func (s *Store) place(ctx context.Context, n int, batches []batch, refresh bool)
 		}
 		err = s.apply(ctx, n, p, read, written)
 		if err == nil {
-			res := &reserve.Result{Added: p.Added}
+			res := &reserve.Result{Added: p.Added, Refused: p.Refused}
 			for _, ip := range p.Held {
 				if written[ip] && !slices.Contains(res.Added, ip) {
 					res.Added = append(res.Added, ip)

@@ -17,6 +17,17 @@ import (
 // also leaves its head's list, and a head left empty with nothing listed
 // goes too.
 func (s *Store) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
+	return s.release(ctx, refs, (*layout.Contents).Release)
+}
+
+// ReleaseByHand is Release that leaves, in each object, a mark of the
+// teardowns it ended: Reserve refuses them (layout's released.go).
+func (s *Store) ReleaseByHand(ctx context.Context, refs []reserve.Ref, at time.Time) ([]reserve.Ref, error) {
+	return s.release(ctx, refs, func(c *layout.Contents, set reserve.RefSet) []reserve.Ref { return c.ReleaseByHand(set, at) })
+}
+
+// release takes refs out of the objects holding them with take.
+func (s *Store) release(ctx context.Context, refs []reserve.Ref, take func(*layout.Contents, reserve.RefSet) []reserve.Ref) ([]reserve.Ref, error) {
 	set, err := reserve.NewRefSet(refs)
 	if err != nil {
 		return nil, err
@@ -29,7 +40,7 @@ func (s *Store) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref,
 	for _, res := range objs {
 		var got []reserve.Ref
 		l, err := s.edit(ctx, res.Name, res, func(c *layout.Contents) bool {
-			got = c.Release(set)
+			got = take(c, set)
 			return s.retireIfEmpty(c) || len(got) > 0
 		})
 		if err != nil {

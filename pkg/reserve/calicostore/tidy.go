@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore/internal/layout"
@@ -17,7 +18,8 @@ const maxMigrated = 100
 
 // Tidy works from what the last List saw (a List first if none). It moves
 // the entries of the per-node layout into their nodes' buckets and retires
-// and deletes the emptied objects; deletes objects a writer left retired or
+// and deletes the emptied objects; drops the releases by hand past
+// reserve.ReleasedByHandKept; deletes objects a writer left retired or
 // empty; and puts overflow objects back on their head's list, or takes
 // off the list what is gone.
 func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
@@ -25,7 +27,7 @@ func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &reserve.Tidied{}
+	t, now := &reserve.Tidied{}, time.Now()
 	legacy := map[int][]*loaded{}
 	migrating := 0
 	var errs []error
@@ -40,8 +42,11 @@ func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 				legacy[n] = append(legacy[n], l)
 				migrating++
 			}
-		case l.c.Retirable():
-			done, err := s.edit(ctx, l.res.Name, l.res, s.retireIfEmpty)
+		case l.c.Retirable(), l.c.Expirable(now):
+			done, err := s.edit(ctx, l.res.Name, l.res, func(c *layout.Contents) bool {
+				expired := c.Expire(now)
+				return s.retireIfEmpty(c) || expired
+			})
 			if err == nil && done != nil && done.c.Retired {
 				err = s.count(&t.Deleted, s.finish(ctx, done))
 			}

@@ -2,7 +2,8 @@
 // images: with no arguments it is the pod sandbox's pause process (PID 1:
 // reaps children, exits 0 on SIGTERM/SIGINT); as a workload, flags choose
 // what it does on SIGTERM and how much memory it holds, which is what
-// decides a kubelet eviction's outcome and ranking.
+// decides a kubelet eviction's outcome and ranking; with -install-cni it is
+// the install-cni init container of the bed's model of calico-node.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -27,8 +29,28 @@ func main() {
 	flag.DurationVar(&c.grace, "grace", 0, "delay between SIGTERM and exit")
 	flag.IntVar(&c.allocMiB, "alloc-mib", 0, "MiB of memory to hold")
 	flag.StringVar(&c.allocOn, "alloc-on", "", "hold -alloc-mib only when the host name is this (a pod's name)")
+	installCNI := flag.String("install-cni", "", "SRC:DST: write SRC's bytes over DST in place and exit, as calico-node's install-cni writes its conflist")
 	flag.Parse()
+	if *installCNI != "" {
+		os.Exit(install(*installCNI))
+	}
 	os.Exit(run(c))
+}
+
+// install writes the file as install-cni does (os.WriteFile over the
+// existing file, its mode kept).
+func install(spec string) int {
+	src, dst, ok := strings.Cut(spec, ":")
+	data, err := os.ReadFile(src)
+	if err == nil && ok {
+		err = os.WriteFile(dst, data, 0o644)
+	}
+	if err != nil || !ok {
+		fmt.Fprintf(os.Stderr, "install-cni %q: %v (want SRC:DST)\n", spec, err)
+		return 1
+	}
+	fmt.Printf("wrote %s over %s\n", src, dst)
+	return 0
 }
 
 var held [][]byte // kept reachable so the memory stays resident

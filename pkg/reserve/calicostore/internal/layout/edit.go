@@ -21,6 +21,12 @@ func (c *Contents) Holds(refs reserve.RefSet) bool {
 // asked. An entry at a ref's place that is not the ref's entry stays. An
 // object that is not writable holds nothing capo may take out.
 func (c *Contents) Release(refs reserve.RefSet) []reserve.Ref {
+	return c.take(refs, nil)
+}
+
+// take removes the entries refs name, handing each to then (nil: none),
+// and returns the refs that named them.
+func (c *Contents) take(refs reserve.RefSet, then func(reserve.Entry)) []reserve.Ref {
 	if !c.Writable() {
 		return nil
 	}
@@ -29,6 +35,9 @@ func (c *Contents) Release(refs reserve.RefSet) []reserve.Ref {
 		if r, ok := refs.Match(e); ok {
 			c.remove(addr)
 			out = append(out, r)
+			if then != nil {
+				then(e)
+			}
 		}
 	}
 	return out
@@ -53,9 +62,10 @@ func (c *Contents) Stamp(refs reserve.RefSet, at time.Time) bool {
 }
 
 // Retirable reports whether the object may be retired and deleted: it is
-// empty, and it is not a head that lists overflow objects.
+// empty, it is not a head that lists overflow objects, and it keeps no
+// release by hand in force.
 func (c *Contents) Retirable() bool {
-	return c.Writable() && len(c.Entries) == 0 && len(c.Overflow) == 0
+	return c.Writable() && len(c.Entries) == 0 && len(c.Overflow) == 0 && len(c.Released) == 0
 }
 
 // Unlist takes overflow object i off a head's list.

@@ -86,12 +86,13 @@ func FuzzEntryRoundTrip(f *testing.F) {
 // rendering is stable.
 func FuzzDecodeObject(f *testing.F) {
 	packed := encodeRecords([]reserve.Entry{{IP: "10.0.0.9", Node: "node-a", Pod: "p", ReservedAt: time.Unix(1_763_000_000, 0)}})
-	f.Add("capo.bucket-03", packed, "1,4", "", "10.0.0.9/32,10.1.0.0/24")
-	f.Add("capo.bucket-15.7", "", "", "", "fd00::1/128")
-	f.Add("capo-node-a", encodeV1([]reserve.Entry{{IP: "10.0.0.9", Pod: "p"}}), "", "node-a", "10.0.0.9/32")
-	f.Add("capo-node-a-s2", "v1;10.0.0.9|ns|p|u|cni-del|1|||", "", "node-a", "::ffff:10.0.0.9/128")
-	f.Add("capo.bucket-03", retiredMark, "2", "", "")
-	f.Add("capo.bucket-99", "v2", "x,-1,1001", "", "not-an-ip")
+	marks := encodeRecords([]reserve.Entry{{IP: "10.0.0.8", Node: "node-a", Pod: "p", PodUID: "u", Sandbox: "s", Seen: time.Unix(1_763_000_000, 0)}})
+	f.Add("capo.bucket-03", packed, "1,4", "", "10.0.0.9/32,10.1.0.0/24", marks)
+	f.Add("capo.bucket-15.7", "", "", "", "fd00::1/128", "")
+	f.Add("capo-node-a", encodeV1([]reserve.Entry{{IP: "10.0.0.9", Pod: "p"}}), "", "node-a", "10.0.0.9/32", marks)
+	f.Add("capo-node-a-s2", "v1;10.0.0.9|ns|p|u|cni-del|1|||", "", "node-a", "::ffff:10.0.0.9/128", "")
+	f.Add("capo.bucket-03", retiredMark, "2", "", "", marks)
+	f.Add("capo.bucket-99", "v2", "x,-1,1001", "", "not-an-ip", "v2;10.0.0.1||||||||||")
 	// Objects as the per-node layout wrote them.
 	goldens, _ := filepath.Glob("testdata/*.json")
 	for _, file := range goldens {
@@ -101,11 +102,11 @@ func FuzzDecodeObject(f *testing.F) {
 			ReservedCIDRs []string
 		}
 		if raw, err := os.ReadFile(file); err == nil && json.Unmarshal(raw, &o) == nil {
-			f.Add(o.Name, o.Annotations[MetadataAnnotation], o.Annotations[OverflowAnnotation], o.Annotations[LegacyNodeKey], strings.Join(o.ReservedCIDRs, ","))
+			f.Add(o.Name, o.Annotations[MetadataAnnotation], o.Annotations[OverflowAnnotation], o.Annotations[LegacyNodeKey], strings.Join(o.ReservedCIDRs, ","), o.Annotations[ReleasedAnnotation])
 		}
 	}
-	f.Fuzz(func(t *testing.T, name, ann, overflow, node, cidrs string) {
-		o := Object{Name: name, Annotations: map[string]string{MetadataAnnotation: ann, OverflowAnnotation: overflow, LegacyNodeKey: node}}
+	f.Fuzz(func(t *testing.T, name, ann, overflow, node, cidrs, released string) {
+		o := Object{Name: name, Annotations: map[string]string{MetadataAnnotation: ann, OverflowAnnotation: overflow, LegacyNodeKey: node, ReleasedAnnotation: released}}
 		if cidrs != "" {
 			o.CIDRs = strings.Split(cidrs, ",")
 		}
@@ -131,6 +132,9 @@ func FuzzDecodeObject(f *testing.F) {
 		}
 		if back.size != c.size {
 			t.Fatalf("size %d after rendering, %d before", back.size, c.size)
+		}
+		if !reflect.DeepEqual(back.Released, c.Released) {
+			t.Fatalf("releases by hand %v, rendered and decoded again %v", c.Released, back.Released)
 		}
 		if again := back.Object(); !reflect.DeepEqual(again, out) {
 			t.Fatalf("rendering is not stable:\n%+v\n%+v", out, again)

@@ -19,6 +19,9 @@ import "hash/fnv"
 const (
 	// MetadataAnnotation holds one record per reserved address.
 	MetadataAnnotation = "capo.io/reservations"
+	// ReleasedAnnotation holds the teardowns released by hand from a
+	// bucket object, which are not reserved again (released.go).
+	ReleasedAnnotation = "capo.io/released"
 	// OverflowAnnotation on a bucket's head lists the numbers of its
 	// overflow objects, so a bucket is read without listing every object.
 	OverflowAnnotation = "capo.io/overflow"

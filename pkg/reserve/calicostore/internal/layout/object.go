@@ -31,6 +31,9 @@ type Contents struct {
 	Overflow []int
 	// Retired: the object is being deleted; nothing may be written to it.
 	Retired bool
+	// Released are the teardowns released by hand from a bucket object,
+	// by address (released.go).
+	Released map[string]reserve.Entry
 	// Err says why the object cannot be read. Its entries are its CIDRs,
 	// without metadata, so they count as held; it is never rewritten but
 	// for a head's overflow list.
@@ -77,6 +80,9 @@ func Decode(o Object) *Contents {
 	c.Retired, c.Err = retired, errors.Join(c.Err, err)
 	if c.Err == nil {
 		c.attach(records)
+	}
+	if !c.Retired {
+		c.decodeReleased(o.Annotations[ReleasedAnnotation])
 	}
 	return c
 }
@@ -146,7 +152,13 @@ func (c *Contents) Object() Object {
 		o.CIDRs = slices.Clone(c.raw.CIDRs)
 	case c.Retired:
 		o.Annotations[MetadataAnnotation] = retiredMark
+		delete(o.Annotations, ReleasedAnnotation)
 	default:
+		if marks := c.encodeReleased(); marks != "" {
+			o.Annotations[ReleasedAnnotation] = marks
+		} else if !c.Legacy() {
+			delete(o.Annotations, ReleasedAnnotation)
+		}
 		entries := c.sorted()
 		for _, e := range entries {
 			o.CIDRs = append(o.CIDRs, reserve.CIDR(e.IP))

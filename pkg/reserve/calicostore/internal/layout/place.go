@@ -38,6 +38,9 @@ type Placement struct {
 	Writes []Write
 	Added  []string // addresses the writes add
 	Held   []string // addresses the bucket already held
+	// Refused are addresses not held whose teardown was released by hand
+	// (a mark says so): not reserved again.
+	Refused []string
 }
 
 // Place puts each entry not yet held into the first writable object with
@@ -45,7 +48,9 @@ type Placement struct {
 // ones the head lists but that do not exist, then new numbers, listed in
 // the head. With refresh (the migration), an entry already held takes the
 // older metadata and first timestamp of the two. A later teardown of the
-// same pod from another sandbox replaces the entry held (see renews).
+// same pod from another sandbox replaces the entry held (see renews). An
+// entry not held whose teardown an operator released is refused, but in
+// the migration (which moves what is held).
 func (b *Bucket) Place(node string, entries []reserve.Entry, l reserve.Limits, refresh bool) (*Placement, error) {
 	pl := &placer{b: b, l: l, refresh: refresh, p: &Placement{}, dirty: map[*Contents]bool{}, created: map[*Contents]bool{}, adds: map[*Contents][]string{}}
 	for _, e := range entries {
@@ -92,6 +97,10 @@ func (pl *placer) place(e reserve.Entry) error {
 		if !slices.Contains(pl.p.Held, e.IP) {
 			pl.p.Held = append(pl.p.Held, e.IP)
 		}
+		return nil
+	}
+	if !pl.refresh && pl.b.releasedByHand(e) {
+		pl.p.Refused = append(pl.p.Refused, e.IP)
 		return nil
 	}
 	target := pl.b.roomFor(e, pl.l)
@@ -165,7 +174,7 @@ func (b *Bucket) grow() *Contents {
 // Then merges a later placement into the same bucket after p: an object
 // written by both is written once, with what both add, in bucket order.
 func (p *Placement) Then(q *Placement) *Placement {
-	out := &Placement{Added: append(p.Added, q.Added...), Held: append(p.Held, q.Held...)}
+	out := &Placement{Added: append(p.Added, q.Added...), Held: append(p.Held, q.Held...), Refused: append(p.Refused, q.Refused...)}
 	at := map[*Contents]int{}
 	for _, w := range append(slices.Clone(p.Writes), q.Writes...) {
 		if i, ok := at[w.Contents]; ok {
