@@ -80,6 +80,9 @@ func (sv *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) erro
 		switch {
 		case h == nil || h.Handle != req.Handle():
 			continue // released since: nothing of it to reserve
+		case claimsNoPod(req.Pod) && (h.Pod == "" || h.Namespace == ""):
+			// No pod's, asked for by none (calico-ipam run alone, an
+			// address assigned by hand): never selected, wherever it is.
 		case h.Node != sv.node:
 			return sv.refuse(refusedNode, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's handle %s was allocated on node %q, not this node %q", req.Handle(), h.Node, sv.node)
 		}

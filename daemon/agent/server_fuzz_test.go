@@ -52,6 +52,8 @@ func FuzzSocket(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"containerID":"abc","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"x"}}`))
 	f.Add(uint8(1), []byte(`{"containerID":"nopod","ifName":"eth0","network":"k8s-pod-network"}`))
 	f.Add(uint8(1), []byte(`{"containerID":"nopod","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"ns","name":"redis-0"}}`))
+	f.Add(uint8(1), []byte(`{"containerID":"nobody","ifName":"eth0","network":"k8s-pod-network"}`))
+	f.Add(uint8(1), []byte(`{"containerID":"nobody","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"ns","name":"redis-0"}}`))
 	f.Add(uint8(0), []byte(`[`))
 	// Thousands of runs a second would each log a line or two.
 	logs := slog.Default()
