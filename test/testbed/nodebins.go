@@ -18,16 +18,10 @@ type NodeBinaries struct {
 // BuildNodeBinaries builds whatever the cache lacks (minutes the first
 // time, on top of the servers; nothing after).
 func BuildNodeBinaries(root string, logf func(string, ...any)) (*NodeBinaries, error) {
-	cache, err := CacheDir()
+	dir, err := serversDir(root)
 	if err != nil {
 		return nil, err
 	}
-	tools := filepath.Join(root, "test", "tools")
-	key, err := hashFiles(filepath.Join(tools, "go.mod"), filepath.Join(tools, "go.sum"))
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(cache, "servers-"+key)
 	nb := &NodeBinaries{
 		Kubelet:           filepath.Join(dir, "kubelet"),
 		ControllerManager: filepath.Join(dir, "kube-controller-manager"),
@@ -36,12 +30,41 @@ func BuildNodeBinaries(root string, logf func(string, ...any)) (*NodeBinaries, e
 		Kubectl:           filepath.Join(dir, "kubectl"),
 	}
 	for _, out := range []string{nb.Kubelet, nb.ControllerManager, nb.Scheduler, nb.Proxy, nb.Kubectl} {
-		pkg := "k8s.io/kubernetes/cmd/" + filepath.Base(out)
-		if err := buildCachedFlags(tools, pkg, out, versionLDFlags(), logf); err != nil {
+		if err := buildNodeBinary(root, out, logf); err != nil {
 			return nil, err
 		}
 	}
 	return nb, nil
+}
+
+// BuildControllerManager builds kube-controller-manager alone, for a bed
+// that runs no node (the same cached file BuildNodeBinaries makes).
+func BuildControllerManager(root string, logf func(string, ...any)) (string, error) {
+	dir, err := serversDir(root)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "kube-controller-manager")
+	return out, buildNodeBinary(root, out, logf)
+}
+
+// serversDir is where the servers pinned in test/tools are cached.
+func serversDir(root string) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	tools := filepath.Join(root, "test", "tools")
+	key, err := hashFiles(filepath.Join(tools, "go.mod"), filepath.Join(tools, "go.sum"))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "servers-"+key), nil
+}
+
+func buildNodeBinary(root, out string, logf func(string, ...any)) error {
+	pkg := "k8s.io/kubernetes/cmd/" + filepath.Base(out)
+	return buildCachedFlags(filepath.Join(root, "test", "tools"), pkg, out, versionLDFlags(), logf)
 }
 
 // versionLDFlags stamp KubernetesVersion where component-base reads it;
