@@ -1,9 +1,13 @@
 package calicosuite
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,11 +96,13 @@ func checkRuns(t *testing.T, runs []Run) {
 	}
 }
 
-// workDir holds the runs' logs and reports; it is removed after a run
-// that passed, unless CAPO_TESTBED_KEEP is set.
+// workDir holds the binaries, the runs' logs and reports; it is removed
+// after a run that passed, unless CAPO_TESTBED_KEEP is set. One a killed
+// run left is removed by the next.
 func workDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "capo-calicosuite-")
+	sweepWorkDirs()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", workDirPrefix, os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,4 +114,18 @@ func workDir(t *testing.T) string {
 		_ = os.RemoveAll(dir)
 	})
 	return dir
+}
+
+const workDirPrefix = "capo-calicosuite-"
+
+// sweepWorkDirs removes the work dirs of harnesses that are no longer
+// running (their pid is in the name).
+func sweepWorkDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), workDirPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(d), workDirPrefix), "-", 2)[0])
+		if err == nil && pid > 0 && syscall.Kill(pid, 0) != nil {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
