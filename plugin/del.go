@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -66,6 +67,11 @@ func del(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) erro
 	cancel()
 	d.steps.done("agent")
 	if err != nil {
+		if ans := (*wire.AnswerError)(nil); errors.As(err, &ans) {
+			// The agent is there and said why it did not decide: capo is
+			// installed, and the DEL waits for its replay.
+			return journalDel(args, conf, d, req, err)
+		}
 		if d.gone != nil {
 			gone, why := d.gone(ctx)
 			if gone {
@@ -101,12 +107,26 @@ func release(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) 
 // nothing guarantees the reservation, so the runtime must retry.
 func journalDel(args *skel.CmdArgs, conf *NetConf, d delDeps, req *wire.ReserveRequest, agentErr error) error {
 	rec := &journal.Record{Created: time.Now().UTC(), Request: *req, Netconf: conf.Raw(), Env: d.env, Why: agentErr.Error()}
+	what := agentOutcome(agentErr)
 	name, err := d.journal.Write(rec)
 	if err != nil {
-		return fmt.Errorf("capo-agent gave no answer (%v) and the DEL could not be journaled in %s (%v): the address stays allocated; check the agent and the state dir, the runtime will retry", agentErr, conf.IPAM.StateDir, err)
+		return fmt.Errorf("%s (%v) and the DEL could not be journaled in %s (%v): the address stays allocated; check the agent and the state dir, the runtime will retry", what, agentErr, conf.IPAM.StateDir, err)
 	}
-	slog.Warn("agent gave no answer: DEL journaled, address kept allocated until the agent replays it", "err", agentErr, "record", name)
+	slog.Warn(what+": DEL journaled, address kept allocated until the agent replays it", "err", agentErr, "record", name)
 	return nil
+}
+
+// agentOutcome says what kept the agent from deciding: a refusal, another
+// answer, or none at all.
+func agentOutcome(err error) string {
+	var ans *wire.AnswerError
+	switch {
+	case errors.As(err, &ans) && ans.Refused():
+		return "capo-agent refused the request (it names another pod than the node's CNI state does)"
+	case errors.As(err, &ans):
+		return "capo-agent answered without deciding"
+	}
+	return "capo-agent gave no answer"
 }
 
 func reserveRequest(args *skel.CmdArgs, conf *NetConf, j Journal) (*wire.ReserveRequest, error) {

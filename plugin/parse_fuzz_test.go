@@ -68,7 +68,8 @@ func FuzzNetConfDelegate(f *testing.F) {
 	})
 }
 
-// FuzzPodOf: CNI_ARGS either fail to parse or name a pod that, written
+// FuzzPodOf: what calico-ipam accepts, capo-ipam accepts, naming the same
+// pod; CNI_ARGS either fail to parse or name a pod that, written
 // back as the runtime writes it, parses to the same pod.
 func FuzzPodOf(f *testing.F) {
 	f.Add("IgnoreUnknown=1;K8S_POD_NAMESPACE=kafka;K8S_POD_NAME=broker-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=5b1c2d3e")
@@ -76,8 +77,18 @@ func FuzzPodOf(f *testing.F) {
 	f.Add("K8S_POD_NAME=a=b")
 	f.Add("IgnoreUnknown=true;;=;x")
 	f.Add("K8S_POD_NAME=p;K8S_POD_NAME=q")
+	f.Add("IP=192.168.123.123")
+	f.Add("K8S_POD_NAME=p;K8S_POD_NAMESPACE=ns;K8S_POD_INFRA_CONTAINER_ID=whatever;IP=10.0.0.1")
 	f.Fuzz(func(t *testing.T, args string) {
 		pod, err := podOf(&skel.CmdArgs{Args: args})
+		if k8s, ok := calicoIPAMAccepts(args, "DEL"); ok {
+			if err != nil {
+				t.Fatalf("calico-ipam accepts %q, capo-ipam refuses it: %v", args, err)
+			}
+			if pod.Namespace != string(k8s.K8S_POD_NAMESPACE) || pod.Name != string(k8s.K8S_POD_NAME) {
+				t.Fatalf("%q: capo-ipam reads %+v, calico-ipam %s/%s", args, pod, k8s.K8S_POD_NAMESPACE, k8s.K8S_POD_NAME)
+			}
+		}
 		if err != nil {
 			if !strings.Contains(err.Error(), "CNI_ARGS") {
 				t.Fatalf("the error does not say what it read: %v", err)

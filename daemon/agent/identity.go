@@ -17,7 +17,10 @@ import (
 // host's /run can send one. Who a teardown belongs to comes from the host's
 // CNI state alone: capo-ipam's ADD record of the sandbox, or, without one,
 // the allocation calico-ipam made for it on this node. The request's pod is
-// only compared with it.
+// only compared with it. A request that names no pod claims none: it is
+// capo-ipam's own, for an IPAM call whose CNI_ARGS carry no K8S_POD_NAME (a
+// direct caller, a runtime other than the kubelet's), and it is decided
+// for the pod the host names, if any.
 
 // refusal is a request whose pod is not the sandbox's: answered 403, never
 // decided, and counted by why (a bounded word).
@@ -30,7 +33,7 @@ const (
 	refusedRecord  = "record-differs"  // the ADD record names another pod
 	refusedHandle  = "handle-differs"  // Calico's allocation names another pod
 	refusedNode    = "other-node"      // the handle is allocated on another node
-	refusedUnknown = "no-pod-recorded" // Calico's allocation names no pod
+	refusedUnknown = "no-pod-recorded" // the request names a pod, Calico's allocation none
 )
 
 // identify replaces what a request says about its sandbox with what the
@@ -43,7 +46,7 @@ func (sv *server) identify(ctx context.Context, req *wire.ReserveRequest) error 
 	req.RecordedIPs, req.AtAdd = nil, nil
 	if sv.records != nil {
 		if rec := sv.records(req.Network, req.ContainerID, req.IfName); rec != nil && rec.Pod.Name != "" {
-			if !samePod(rec.Pod, req.Pod) {
+			if !claimsNoPod(req.Pod) && !samePod(rec.Pod, req.Pod) {
 				return sv.refuse(refusedRecord, req, rec.Pod, "capo-ipam's ADD record of sandbox %s names pod %s", req.ContainerID, podName(rec.Pod))
 			}
 			req.Pod, req.RecordedIPs, req.AtAdd = rec.Pod, rec.IPs, rec.AtAdd
@@ -77,17 +80,41 @@ func (sv *server) fromHandle(ctx context.Context, req *wire.ReserveRequest) erro
 		switch {
 		case h == nil || h.Handle != req.Handle():
 			continue // released since: nothing of it to reserve
+		case claimsNoPod(req.Pod) && (h.Pod == "" || h.Namespace == ""):
+			// No pod's, asked for by none (calico-ipam run alone, an
+			// address assigned by hand): never selected, wherever it is.
 		case h.Node != sv.node:
 			return sv.refuse(refusedNode, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's handle %s was allocated on node %q, not this node %q", req.Handle(), h.Node, sv.node)
-		case h.Pod == "" || h.Namespace == "":
-			return sv.refuse(refusedUnknown, req, wire.PodRef{}, "Calico's allocation of %s names no pod", addr)
-		case !samePod(wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, req.Pod):
-			return sv.refuse(refusedHandle, req, wire.PodRef{Namespace: h.Namespace, Name: h.Pod}, "Calico's allocation of handle %s names pod %s/%s", req.Handle(), h.Namespace, h.Pod)
+		}
+		if err := sv.sameAsAllocation(req, h.Namespace, h.Pod, addr); err != nil {
+			return err
 		}
 		req.RecordedIPs = append(req.RecordedIPs, addr.Unmap().String())
 	}
 	return nil
 }
+
+// sameAsAllocation compares the request's pod with the one Calico's
+// allocation of addr names. A request that names no pod takes the
+// allocation's (none too, for an IPAM call with no pod); one that names a
+// pod the allocation does not is refused.
+func (sv *server) sameAsAllocation(req *wire.ReserveRequest, namespace, pod string, addr netip.Addr) error {
+	host := wire.PodRef{Namespace: namespace, Name: pod}
+	switch {
+	case claimsNoPod(req.Pod) && (pod == "" || namespace == ""):
+		req.Pod = wire.PodRef{}
+	case claimsNoPod(req.Pod):
+		req.Pod = host
+	case pod == "" || namespace == "":
+		return sv.refuse(refusedUnknown, req, wire.PodRef{}, "Calico's allocation of %s names no pod", addr)
+	case !samePod(host, req.Pod):
+		return sv.refuse(refusedHandle, req, host, "Calico's allocation of handle %s names pod %s/%s", req.Handle(), namespace, pod)
+	}
+	return nil
+}
+
+// claimsNoPod: the request names no pod (its CNI_ARGS had no K8S_POD_NAME).
+func claimsNoPod(p wire.PodRef) bool { return p.Name == "" }
 
 // samePod: same namespace and name, and the same UID when both say one.
 func samePod(host, asked wire.PodRef) bool {

@@ -56,12 +56,16 @@ func (f *handleIPAM) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map
 
 // fuzzAllocations are Calico's allocations the fuzzed agent sees: the
 // recorded sandbox abc's, kafka-0's on this node with no record (as a
-// capo-ipam of 0.1.0 left it), and one on another node.
+// capo-ipam of 0.1.0 left it), one on another node, one an IPAM call with
+// no pod in its CNI_ARGS made on this node, and one assigned by hand (no
+// pod, no node).
 var fuzzAllocations = []allocation{
 	{ip: "10.0.0.7", handle: "k8s-pod-network.abc", namespace: "ns", pod: "redis-0", node: "n1"},
 	{ip: "fd00::7", handle: "k8s-pod-network.abc", namespace: "ns", pod: "redis-0", node: "n1"},
 	{ip: "10.65.0.7", handle: "k8s-pod-network.3f9a1c", namespace: "kafka", pod: "kafka-0", node: "n1"},
 	{ip: "10.0.0.20", handle: "k8s-pod-network.far", namespace: "ns", pod: "redis-0", node: "n2"},
+	{ip: "10.0.0.30", handle: "k8s-pod-network.nopod", node: "n1"},
+	{ip: "10.0.0.31", handle: "k8s-pod-network.nobody"},
 }
 
 // hostPod is the pod the host's CNI state names for a sandbox: the ADD
@@ -79,13 +83,14 @@ func hostPod(req *wire.ReserveRequest) (wire.PodRef, bool) {
 }
 
 // elsewhere: the host has no record of the sandbox, and Calico allocated
-// its handle on another node.
+// its handle on another node (a request and an allocation that both name
+// no pod concern no pod, wherever it is).
 func elsewhere(req *wire.ReserveRequest) bool {
 	if fuzzRecord(req.Network, req.ContainerID, req.IfName) != nil {
 		return false
 	}
 	for _, a := range fuzzAllocations {
-		if a.handle == req.Handle() && a.node != "n1" {
+		if a.handle == req.Handle() && a.node != "n1" && (req.Pod.Name != "" || a.pod != "") {
 			return true
 		}
 	}
@@ -106,6 +111,7 @@ func TestForgedReserveRefused(t *testing.T) {
 		{name: "record names another incarnation", container: "abc", why: refusedRecord, pod: wire.PodRef{Namespace: "ns", Name: "redis-0", UID: "u2"}},
 		{name: "allocation names another pod", container: "3f9a1c", why: refusedHandle, pod: wire.PodRef{Namespace: "evil", Name: "kafka-0"}},
 		{name: "allocation of another node", container: "far", why: refusedNode, pod: wire.PodRef{Namespace: "ns", Name: "redis-0"}},
+		{name: "allocation names no pod", container: "nopod", why: refusedUnknown, pod: wire.PodRef{Namespace: "ns", Name: "redis-0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +163,45 @@ func TestReserveForTheHostsPod(t *testing.T) {
 	a.srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReservePath, strings.NewReader(body)))
 	if w.Code != http.StatusInternalServerError || !strings.Contains(decodeError(w), "etcd unreachable") {
 		t.Fatalf("answered %d %s", w.Code, w.Body)
+	}
+}
+
+// An IPAM call whose CNI_ARGS carry no pod (a direct caller, a runtime
+// other than the kubelet's) is capo-ipam's own traffic, not a forgery: it
+// is decided for the pod the host names, or, when the host names none
+// either (on this node, or on none: an address assigned by hand),
+// answered not-selected at once so capo-ipam releases. None of it counts
+// as refused.
+func TestReserveNamingNoPod(t *testing.T) {
+	for _, tc := range []struct {
+		container string
+		outcome   wire.Outcome
+		decided   *wire.PodRef // nil: the decider is not asked
+	}{
+		{container: "nopod", outcome: wire.NotSelected},
+		{container: "nobody", outcome: wire.NotSelected},
+		{container: "3f9a1c", outcome: wire.Reserved, decided: &wire.PodRef{Namespace: "kafka", Name: "kafka-0"}},
+		{container: "abc", outcome: wire.Reserved, decided: &wire.PodRef{Namespace: "ns", Name: "redis-0", UID: "u1"}},
+	} {
+		a := fuzzAgent(true)
+		req := &wire.ReserveRequest{ContainerID: tc.container, IfName: "eth0", Network: "k8s-pod-network"}
+		w := httptest.NewRecorder()
+		a.srv.handler().ServeHTTP(w, httptest.NewRequest(http.MethodPost, wire.ReservePath, strings.NewReader(mustJSON(t, req))))
+		var resp wire.ReserveResponse
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &resp) != nil || resp.Outcome != tc.outcome {
+			t.Fatalf("%s: answered %d %s", tc.container, w.Code, w.Body)
+		}
+		if (tc.decided == nil) != (a.got == nil) || tc.decided != nil && a.got.Pod != *tc.decided {
+			t.Fatalf("%s: decided %+v, want for %+v", tc.container, a.got, tc.decided)
+		}
+		for _, why := range []string{refusedRecord, refusedHandle, refusedNode, refusedUnknown} {
+			if got := testutil.ToFloat64(a.srv.metrics.refused.WithLabelValues(why)); got != 0 {
+				t.Fatalf("%s: capo_agent_socket_refused_total{why=%s} = %v", tc.container, why, got)
+			}
+		}
+		if got := testutil.ToFloat64(a.srv.metrics.decisions.WithLabelValues(string(tc.outcome), "socket")); got != 1 {
+			t.Fatalf("%s: capo_agent_del_decisions_total{outcome=%s} = %v", tc.container, tc.outcome, got)
+		}
 	}
 }
 

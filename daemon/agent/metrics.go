@@ -119,7 +119,7 @@ func newMetrics() *metrics {
 		}, []string{"version", "result"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_agent_socket_refused_total",
-			Help: "Socket requests refused because they name a pod other than the one the node's CNI state names, by why: record-differs (capo-ipam's ADD record of the sandbox names another pod), handle-differs (Calico's allocation for it names another pod), other-node (the handle was allocated on another node), no-pod-recorded (Calico's allocation names no pod). Anything above 0 is a process on the node forging requests, or a damaged record.",
+			Help: "Socket requests refused because they name a pod other than the one the node's CNI state names, by why: record-differs (capo-ipam's ADD record of the sandbox names another pod), handle-differs (Calico's allocation for it names another pod), other-node (the handle was allocated on another node), no-pod-recorded (the request names a pod, Calico's allocation none). A request that names no pod (an IPAM call whose CNI_ARGS carry none) is never counted: it is decided for the pod the host names, or not selected. Anything above 0 is a process on the node forging requests, or a damaged record.",
 		}, []string{"why"}),
 	}
 	m.reg.MustRegister(m.rewriteWindow, m.rewriteHolds, m.refused, m.wireRequests, m.ipCooldown, m.canReserve, m.notReady, m.bypassed, m.fixedAddrPods, m.returns, m.cniInstalled, m.cniReapplied, m.cniErrors, m.nodeOptedIn, m.decisions, m.reserveSeconds, m.journalDepth, m.reservedIPs, m.configReloads, m.releases,

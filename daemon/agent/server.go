@@ -192,6 +192,10 @@ func (sv *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wi
 	if len(req.RecordedIPs) == 0 {
 		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "handle " + req.Handle() + " holds no addresses on this node (already released)"}, nil
 	}
+	if claimsNoPod(req.Pod) {
+		// Only a pod is ever selected: release at once.
+		return &wire.ReserveResponse{Outcome: wire.NotSelected, Rule: "no pod: neither the request nor the node's CNI state names one for handle " + req.Handle() + " (an IPAM call with no K8S_POD_NAME in its CNI_ARGS)"}, nil
+	}
 	return sv.decider.Decide(ctx, req)
 }
 

@@ -48,6 +48,12 @@ func FuzzSocket(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"containerID":"abc","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"evil","name":"redis-0"}}`))
 	f.Add(uint8(1), []byte(`{"containerID":"3f9a1c","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"evil","name":"kafka-0"}}`))
 	f.Add(uint8(1), []byte(`{"containerID":"far","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"ns","name":"redis-0"}}`))
+	f.Add(uint8(1), []byte(`{"containerID":"3f9a1c","ifName":"eth0","network":"k8s-pod-network"}`))
+	f.Add(uint8(1), []byte(`{"containerID":"abc","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"x"}}`))
+	f.Add(uint8(1), []byte(`{"containerID":"nopod","ifName":"eth0","network":"k8s-pod-network"}`))
+	f.Add(uint8(1), []byte(`{"containerID":"nopod","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"ns","name":"redis-0"}}`))
+	f.Add(uint8(1), []byte(`{"containerID":"nobody","ifName":"eth0","network":"k8s-pod-network"}`))
+	f.Add(uint8(1), []byte(`{"containerID":"nobody","ifName":"eth0","network":"k8s-pod-network","pod":{"namespace":"ns","name":"redis-0"}}`))
 	f.Add(uint8(0), []byte(`[`))
 	// Thousands of runs a second would each log a line or two.
 	logs := slog.Default()
@@ -109,9 +115,11 @@ func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.Respons
 	_ = json.NewDecoder(bytes.NewReader(body)).Decode(&req)
 	// Who the sandbox belongs to, and what capo-ipam saw at ADD, are taken
 	// from the host's CNI state, never from the request: a request naming
-	// another pod is refused and decides nothing.
+	// another pod is refused and decides nothing; one naming none claims
+	// nothing, and is decided for the host's pod.
 	host, known := hostPod(&req)
-	if known && !samePod(host, req.Pod) || elsewhere(&req) {
+	named := req.Pod.Name != ""
+	if known && named && !samePod(host, req.Pod) || elsewhere(&req) {
 		if w.Code != http.StatusForbidden || a.got != nil {
 			t.Fatalf("a request for %+v of %+v's sandbox answered %d %q, decided %+v", req.Pod, host, w.Code, w.Body, a.got)
 		}
@@ -120,24 +128,12 @@ func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.Respons
 	if w.Code != http.StatusOK && w.Code != http.StatusInternalServerError {
 		t.Fatalf("reserve answered %d %q", w.Code, w.Body)
 	}
-	if !known {
+	if !known || host.Name == "" {
 		if a.got != nil {
-			t.Fatalf("a sandbox the host does not know was decided: %+v", a.got)
+			t.Fatalf("a sandbox of no pod the host knows was decided: %+v", a.got)
 		}
 	} else {
-		req.RecordedIPs, req.AtAdd = nil, nil
-		if rec := fuzzRecord(req.Network, req.ContainerID, req.IfName); rec != nil {
-			req.Pod, req.RecordedIPs, req.AtAdd = rec.Pod, rec.IPs, rec.AtAdd
-		} else {
-			for _, al := range fuzzAllocations {
-				if al.handle == req.Handle() {
-					req.RecordedIPs = append(req.RecordedIPs, al.ip)
-				}
-			}
-		}
-		if !reflect.DeepEqual(a.got, &req) {
-			t.Fatalf("the decider got %+v, the host says %+v", a.got, &req)
-		}
+		checkDecidedForHost(t, a, req, host)
 	}
 	checkHeldFor(t, a, host)
 	if w.Code != http.StatusOK {
@@ -146,6 +142,9 @@ func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.Respons
 	var resp wire.ReserveResponse
 	if err := strictDecode(w.Body.Bytes(), &resp); err != nil {
 		t.Fatalf("reserve answer %q: %v", w.Body, err)
+	}
+	if known && host.Name == "" && resp.Outcome != wire.NotSelected {
+		t.Fatalf("a sandbox of no pod answered %q", resp.Outcome)
 	}
 	switch resp.Outcome {
 	case wire.NotSelected, wire.NodeNotOptedIn, wire.NothingToReserve:
@@ -168,6 +167,29 @@ func checkReserve(t *testing.T, a *fuzzedAgent, body []byte, w *httptest.Respons
 		if !containsIP(held, ip) {
 			t.Fatalf("reserved %s, the datastore holds %+v", ip, held)
 		}
+	}
+}
+
+// checkDecidedForHost: the decider got the request as the host's CNI state
+// has it: the record's pod, addresses and decision at ADD, else the
+// allocation's addresses, and its pod when the request named none.
+func checkDecidedForHost(t *testing.T, a *fuzzedAgent, req wire.ReserveRequest, host wire.PodRef) {
+	t.Helper()
+	req.RecordedIPs, req.AtAdd = nil, nil
+	if rec := fuzzRecord(req.Network, req.ContainerID, req.IfName); rec != nil {
+		req.Pod, req.RecordedIPs, req.AtAdd = rec.Pod, rec.IPs, rec.AtAdd
+	} else {
+		if req.Pod.Name == "" {
+			req.Pod = host
+		}
+		for _, al := range fuzzAllocations {
+			if al.handle == req.Handle() {
+				req.RecordedIPs = append(req.RecordedIPs, al.ip)
+			}
+		}
+	}
+	if !reflect.DeepEqual(a.got, &req) {
+		t.Fatalf("the decider got %+v, the host says %+v", a.got, &req)
 	}
 }
 

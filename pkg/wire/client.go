@@ -92,17 +92,37 @@ func (c *Client) call(ctx context.Context, path string, in, out any) error {
 	}
 	c.AgentVersion = v
 	if status != "200" {
+		a := &AnswerError{Status: status}
 		var e ErrorResponse
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("capo-agent: %s", e.Error)
+		if json.Unmarshal(data, &e) == nil {
+			a.Msg = e.Error
 		}
-		return fmt.Errorf("capo-agent answered %s", status)
+		return a
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("capo-agent's answer is not valid: %w", err)
 	}
 	return nil
 }
+
+// AnswerError is an answer of the agent other than a decision: the agent
+// was reached, and said why it did not decide (a refusal, a failure, a
+// wire version it does not answer). Unreachable is another error.
+type AnswerError struct {
+	Status string // the HTTP status code, "403"
+	Msg    string // the agent's words; "" when it gave none
+}
+
+func (e *AnswerError) Error() string {
+	if e.Msg != "" {
+		return "capo-agent: " + e.Msg
+	}
+	return "capo-agent answered " + e.Status
+}
+
+// Refused says the agent refused the request as not capo-ipam's own: it
+// names another pod than the one the node's CNI state names.
+func (e *AnswerError) Refused() bool { return e.Status == "403" }
 
 // errTooLarge is an answer over MaxBodyBytes.
 var errTooLarge = fmt.Errorf("capo-agent's answer exceeds %d bytes", MaxBodyBytes)

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -61,8 +62,20 @@ func TestClientReserve(t *testing.T) {
 		})
 	}
 	_, err := NewClient(filepath.Join(t.TempDir(), "none.sock")).Reserve(context.Background(), req)
-	if err == nil || !strings.Contains(err.Error(), "unreachable") {
+	if ans := (*AnswerError)(nil); err == nil || !strings.Contains(err.Error(), "unreachable") || errors.As(err, &ans) {
 		t.Fatalf("no agent: %v", err)
+	}
+}
+
+// An answer other than a decision says which it is: capo-ipam words its
+// log by it, and a refusal (403) is no unreachable agent.
+func TestClientAnswerError(t *testing.T) {
+	for status, refused := range map[int]bool{403: true, 500: false, 503: false} {
+		_, err := NewClient(serve(t, status, `{"error":"why"}`, 0)).Reserve(context.Background(), &ReserveRequest{ContainerID: "c", Network: "n"})
+		var ans *AnswerError
+		if !errors.As(err, &ans) || ans.Refused() != refused || ans.Msg != "why" || err.Error() != "capo-agent: why" {
+			t.Fatalf("%d: %#v", status, err)
+		}
 	}
 }
 

@@ -149,7 +149,7 @@ func (b *Bed) start(ctx context.Context, root string, logf func(string, ...any))
 		return err
 	}
 	b.pki = pk
-	etcd, etcdURL, err := startEtcd(b.sp, b.Bin.Etcd, b.Dir)
+	etcd, etcdURL, err := startEtcd(b.sp, b.Bin.Etcd, b.Dir, b.opts.EtcdPort)
 	if err != nil {
 		return err
 	}

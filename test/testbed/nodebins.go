@@ -45,6 +45,18 @@ func BuildNodeBinaries(root string, logf func(string, ...any)) (*NodeBinaries, e
 	return nb, set.build(logf)
 }
 
+// BuildControllerManager builds kube-controller-manager alone, for a bed
+// that runs no node (the same cached file BuildNodeBinaries makes).
+func BuildControllerManager(root string, logf func(string, ...any)) (string, error) {
+	dir, err := toolsDir(root, "")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "kube-controller-manager")
+	set := buildSet{dir: filepath.Join(root, "test", "tools"), ldflags: versionLDFlags(), outs: map[string]string{"k8s.io/kubernetes/cmd/kube-controller-manager": out}}
+	return out, set.build(logf)
+}
+
 // versionLDFlags stamp KubernetesVersion where component-base reads it;
 // unstamped, a kubelet reports v0.0.0-master.
 func versionLDFlags() string {

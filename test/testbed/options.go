@@ -30,6 +30,10 @@ type Options struct {
 	// NoCapoBinaries skips building capo's binaries into the bed's dir and
 	// its CNI bin dir: for a bed that runs capo from its image.
 	NoCapoBinaries bool
+	// EtcdPort is etcd's client port on loopback; 0 takes any free one. A
+	// bed alone in its own network namespace can give etcd the port a test
+	// suite names (Calico's own CNI suite dials port 2379).
+	EtcdPort int
 	// CalicoCRDs is NativeV3 for a bed whose Kubernetes datastore has only
 	// Calico's projectcalico.org/v3 CRDs (V3CRDsDir); "" is the pinned
 	// module's crd.projectcalico.org/v1 CRDs. The etcdv3 datastore is the

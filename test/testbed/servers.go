@@ -17,10 +17,12 @@ import (
 // cluster admin, the way calico-node's kubeconfig does on a real node.
 const adminToken = "capo-testbed-admin-token"
 
-func startEtcd(sp *spawner, bin, dir string) (*proc, string, error) {
-	client, err := freePort()
-	if err != nil {
-		return nil, "", err
+func startEtcd(sp *spawner, bin, dir string, client int) (*proc, string, error) {
+	var err error
+	if client == 0 {
+		if client, err = freePort(); err != nil {
+			return nil, "", err
+		}
 	}
 	peer, err := freePort()
 	if err != nil {
