@@ -174,6 +174,9 @@ func (a *Agent) PeakRSSBytes() int64 { return peakRSS(a.proc.cmd.Process.Pid) }
 // process allocated, as against the executable's mapped pages.
 func (a *Agent) AnonRSSBytes() int64 { return statusBytes(a.proc.cmd.Process.Pid, "RssAnon:") }
 
+// Exited reports whether the process has ended, by a signal or on its own.
+func (a *Agent) Exited() bool { return a.proc.exited() }
+
 // Binary is the executable's path.
 func (a *Agent) Binary() string { return a.env.Bed.Bin.CapoAgent }
 
