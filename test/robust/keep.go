@@ -1,0 +1,132 @@
+package robust
+
+import (
+	"context"
+	"time"
+
+	"github.com/capo-net/capo/pkg/pause"
+	"github.com/capo-net/capo/test/testbed"
+)
+
+// capo's processes are kept running as the kubelet keeps a pod's
+// container running: one that exits on its own (a failpoint's exit, a
+// crash) is started again after a moment, unless a fault holds it down.
+
+// keepUp restarts the node's agent whenever it is down and not held,
+// until ctx ends.
+func (n *node) keepUp(ctx context.Context, c *cluster) {
+	for pause.Sleep(ctx, 300*time.Millisecond) {
+		n.mu.Lock()
+		a, held := n.agent, n.held
+		n.mu.Unlock()
+		if held > 0 || a != nil && !a.Exited() {
+			continue
+		}
+		if a != nil {
+			c.hist.Record(Event{Op: opCrash, Node: n.env.Node, Detail: "capo-agent exited on its own"}, time.Now())
+			_ = try(a.Stop) // its pod reported NotReady
+			n.mu.Lock()
+			n.agent = nil
+			n.mu.Unlock()
+		}
+		if err := n.start(c); err != nil {
+			c.t.Logf("robust: capo-agent on %s did not start (trying again): %v", n.env.Node, err)
+		}
+	}
+}
+
+// hold stops the agent with stop (Kill, Stop) and keeps it down until
+// release.
+func (n *node) hold(stop func(*testbed.Agent)) {
+	n.mu.Lock()
+	a := n.agent
+	n.held, n.agent = n.held+1, nil
+	n.mu.Unlock()
+	if a != nil {
+		_ = try(func() { stop(a) })
+	}
+}
+
+func (n *node) release() {
+	n.mu.Lock()
+	n.held--
+	n.mu.Unlock()
+}
+
+// restartWith restarts the agent (SIGTERM, as a rollout does) with its
+// failpoints armed as spec says.
+func (n *node) restartWith(spec string) {
+	n.hold(func(a *testbed.Agent) { a.Stop() })
+	n.mu.Lock()
+	n.fp = spec
+	n.mu.Unlock()
+	n.release()
+}
+
+func (r *replica) keepUp(ctx context.Context, c *cluster) {
+	for pause.Sleep(ctx, 300*time.Millisecond) {
+		r.mu.Lock()
+		ctl, held := r.ctl, r.held
+		r.mu.Unlock()
+		if held > 0 || ctl != nil && !ctl.Exited() {
+			continue
+		}
+		if ctl != nil {
+			c.hist.Record(Event{Op: opCrash, Detail: "capo-controller " + r.id + " exited on its own"}, time.Now())
+			r.mu.Lock()
+			r.ctl = nil
+			r.mu.Unlock()
+		}
+		if err := r.start(c); err != nil {
+			c.t.Logf("robust: capo-controller %s did not start (trying again): %v", r.id, err)
+		}
+	}
+}
+
+func (r *replica) hold(stop func(*testbed.Controller)) {
+	r.mu.Lock()
+	ctl := r.ctl
+	r.held, r.ctl = r.held+1, nil
+	r.mu.Unlock()
+	if ctl != nil {
+		_ = try(func() { stop(ctl) })
+	}
+}
+
+func (r *replica) release() {
+	r.mu.Lock()
+	r.held--
+	r.mu.Unlock()
+}
+
+func (r *replica) restartWith(spec string) {
+	r.hold(func(ctl *testbed.Controller) { ctl.Stop() })
+	r.mu.Lock()
+	r.fp = spec
+	r.mu.Unlock()
+	r.release()
+}
+
+// leader is the replica that says it leads (the first when none says so).
+func (c *cluster) leader() *replica {
+	for _, r := range c.ctrls {
+		r.mu.Lock()
+		ctl := r.ctl
+		r.mu.Unlock()
+		leading := false
+		if ctl != nil && try(func() { leading = ctl.Leading() }) == nil && leading {
+			return r
+		}
+	}
+	return c.ctrls[0]
+}
+
+// keepAllUp runs every keeper until ctx ends.
+func (c *cluster) keepAllUp(ctx context.Context) {
+	for _, n := range c.nodes {
+		go n.keepUp(ctx, c)
+	}
+	for _, r := range c.ctrls {
+		go r.keepUp(ctx, c)
+	}
+}
