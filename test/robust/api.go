@@ -76,7 +76,7 @@ func (c *cluster) deletePod(ctx context.Context, name string) error {
 }
 
 // setStatus sets a pod's phase (and reason), and its addresses when
-// Running, as the kubelet reports them.
+// given (Running), as the kubelet reports them.
 func (c *cluster) setStatus(ctx context.Context, name string, phase corev1.PodPhase, reason string, ips []string) error {
 	return retryAPI(ctx, func(ctx context.Context) error {
 		p, err := c.bed.Kube.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
@@ -84,12 +84,11 @@ func (c *cluster) setStatus(ctx context.Context, name string, phase corev1.PodPh
 			return err
 		}
 		p.Status.Phase, p.Status.Reason = phase, reason
-		p.Status.PodIP, p.Status.PodIPs = "", nil
-		for i, ip := range ips {
-			if i == 0 {
-				p.Status.PodIP = ip
+		if len(ips) > 0 { // an eviction leaves the addresses in the status
+			p.Status.PodIP, p.Status.PodIPs = ips[0], nil
+			for _, ip := range ips {
+				p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 			}
-			p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
 		}
 		_, err = c.bed.Kube.CoreV1().Pods(c.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		return err
@@ -114,6 +113,15 @@ func (c *cluster) createSet(ctx context.Context, s *setState, replicas int) (typ
 		}
 		return err
 	})
+	if apierrors.IsAlreadyExists(err) { // made by a try whose answer was lost
+		err = retryAPI(ctx, func(ctx context.Context) error {
+			out, err := c.bed.Kube.AppsV1().StatefulSets(c.ns).Get(ctx, s.name, metav1.GetOptions{})
+			if err == nil {
+				uid = out.UID
+			}
+			return err
+		})
+	}
 	return uid, err
 }
 

@@ -34,6 +34,7 @@ type Violation struct {
 type checker struct {
 	c    *cluster
 	cfg  Config
+	ns   string // the run's pods' namespace
 	hist *History
 	logs *logs
 	out  func(string) // where a violation is told as it is found
@@ -67,7 +68,7 @@ type seen struct {
 const evalLag = 3 * time.Second
 
 func newChecker(c *cluster, out func(string)) *checker {
-	return &checker{c: c, cfg: c.cfg, hist: c.hist, logs: newLogs(c), out: out,
+	return &checker{c: c, cfg: c.cfg, ns: c.ns, hist: c.hist, logs: newLogs(c), out: out,
 		entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{}}
 }
 

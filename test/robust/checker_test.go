@@ -64,7 +64,7 @@ func TestCheckerJudgesHistories(t *testing.T) {
 				h.events[len(h.events)-1].End = e.End
 			}
 			var told []string
-			k := &checker{cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, hist: h, out: func(s string) { told = append(told, s) },
+			k := &checker{cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, ns: "ns", hist: h, out: func(s string) { told = append(told, s) },
 				entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{}}
 			if s := tc.sample(t0); s != nil {
 				k.pending = append(k.pending, s)

@@ -40,7 +40,7 @@ type Config struct {
 // Short is the run `make test` makes: under a minute of traffic.
 func Short(ds testbed.Datastore) Config {
 	return Config{
-		Datastore: ds, Package: "./test/robust/", Duration: 45 * time.Second, Workers: 2, Nodes: 2, PoolPrefix: 28,
+		Datastore: ds, Package: "./test/robust/", Duration: 35 * time.Second, Workers: 2, Nodes: 2, PoolPrefix: 28,
 		Sets: []string{"db", "mq"}, MaxReplicas: 3, PlainPods: 3, TTL: 20 * time.Second, MaxCount: 6,
 		LeakGrace: 10 * time.Second, SampleEvery: 400 * time.Millisecond,
 		FaultEvery: 3 * time.Second, FaultMin: time.Second, FaultMax: 6 * time.Second,

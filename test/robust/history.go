@@ -114,6 +114,13 @@ func (h *History) EndWith(e *Event, ips []string, detail string, err error) {
 	}
 }
 
+// Set changes e, begun, under the history's lock.
+func (h *History) Set(e *Event, f func(*Event)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(e)
+}
+
 // Record is Begin and End at once, at the given time.
 func (h *History) Record(e Event, at time.Time) {
 	e.Start = at

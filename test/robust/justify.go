@@ -16,6 +16,10 @@ const cacheLag = 3 * time.Second
 // judgeRelease holds a release capo made to the fifth invariant: its
 // reason was true when it was made.
 func (k *checker) judgeRelease(ix *index, r Event) {
+	if ns, _, _ := strings.Cut(r.Pod, "/"); ns != k.ns {
+		k.unchecked["of another run's pod"]++ // its history is not this run's
+		return
+	}
 	ip, t := firstIP(r.IPs), r.Start
 	e, sampled := k.entryFor(r.Node, ip, r.Pod, t)
 	o := ix.owed(ip, r.Pod, t)

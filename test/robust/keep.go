@@ -30,7 +30,7 @@ func (n *node) keepUp(ctx context.Context, c *cluster) {
 			n.mu.Unlock()
 		}
 		if err := n.start(c); err != nil {
-			c.t.Logf("robust: capo-agent on %s did not start (trying again): %v", n.env.Node, err)
+			c.hist.Record(Event{Op: opCrash, Node: n.env.Node, Detail: "capo-agent did not start (started again): " + firstLine(err.Error(), 200)}, time.Now())
 		}
 	}
 }
@@ -78,7 +78,7 @@ func (r *replica) keepUp(ctx context.Context, c *cluster) {
 			r.mu.Unlock()
 		}
 		if err := r.start(c); err != nil {
-			c.t.Logf("robust: capo-controller %s did not start (trying again): %v", r.id, err)
+			c.hist.Record(Event{Op: opCrash, Detail: "capo-controller " + r.id + " did not start (started again): " + firstLine(err.Error(), 200)}, time.Now())
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/capo-net/capo/pkg/config"
@@ -63,9 +64,13 @@ func (c *cluster) start(ctx context.Context, m *traffic, p *podState, i int) err
 		var err error
 		obj, err = c.createPod(ctx, want)
 		if obj != nil {
-			ev.PodUID = string(obj.UID)
+			c.hist.Set(ev, func(e *Event) { e.PodUID = string(obj.UID) })
 		}
 		c.hist.End(ev, err)
+		if apierrors.IsAlreadyExists(err) {
+			// Made by a try whose answer was lost: gone, for the next start.
+			_ = c.deletePod(ctx, p.name)
+		}
 		if err != nil {
 			return err
 		}

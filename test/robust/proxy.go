@@ -69,6 +69,15 @@ func StartProxy(b *testbed.Bed, dir string, seed uint64) (*Proxy, error) {
 func startProxy(target *url.URL, roots *x509.CertPool, token, dir string, seed uint64) (*Proxy, error) {
 	p := &Proxy{rng: rand.New(rand.NewPCG(seed, 0x70c5)), injected: map[string]int{}, maxDelay: 3 * time.Second} //nolint:gosec // G404: seeded on purpose, for replay
 	p.rp = httputil.NewSingleHostReverseProxy(target)
+	direct := p.rp.Director
+	p.rp.Director = func(r *http.Request) {
+		direct(r)
+		// client-go sends no bearer token to a plain-http server: the
+		// proxy, on loopback, authenticates capo's clients itself.
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+	}
 	p.rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
 	p.rp.FlushInterval = -1 // watches stream
 	p.rp.ErrorLog = log.New(io.Discard, "", 0)

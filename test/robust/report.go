@@ -19,7 +19,7 @@ type Report struct {
 	Faults                map[string]int // injected, by kind
 	ProxyFailures         map[string]int // requests the proxy failed, by kind
 	Failpoints            map[string]int // failpoints fired, by point
-	Crashes               int            // capo processes that exited on their own
+	Crashes               int            // capo processes that exited on their own, or as they started
 	Samples, SampleErrors int
 	ADDs, ADDsFailed      int
 	DELs, DELsFailed      int            // attempts
@@ -100,7 +100,7 @@ func (r *Report) Fail(t *testing.T) {
 
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nrobust figures (seed %d, %s datastore): traffic %s, all told %s\n", r.Seed, r.Datastore, r.Traffic.Round(time.Second), r.Total.Round(time.Second))
+	fmt.Fprintf(&b, "\nrobust figures (seed %d, %s datastore): traffic %s, then settled in %s\n", r.Seed, r.Datastore, r.Traffic.Round(time.Second), (r.Total - r.Traffic).Round(time.Second))
 	fmt.Fprintf(&b, "  events run %d: %s\n", r.Events, counts(r.Ops, r.OpsFailed))
 	fmt.Fprintf(&b, "  CNI: %d ADDs (%d failed, %d returns), %d DEL attempts (%d failed, retried)\n", r.ADDs, r.ADDsFailed, r.Returns, r.DELs, r.DELsFailed)
 	fmt.Fprintf(&b, "  faults injected %d: %s\n", sum(r.Faults), counts(r.Faults, nil))

@@ -53,7 +53,7 @@ func (c *cluster) dropSet(ctx context.Context, m *traffic, s *setState, apiFirst
 func (c *cluster) newSet(ctx context.Context, m *traffic, s *setState, n int) error {
 	ev := c.hist.Begin(Event{Op: opCreateSet, Value: s.name, N: n, Detail: fmt.Sprintf("replicas=%d", n)})
 	uid, err := c.createSet(ctx, s, n)
-	ev.Owner = string(uid)
+	c.hist.Set(ev, func(e *Event) { e.Owner = string(uid) })
 	c.hist.End(ev, err)
 	if err != nil {
 		return err
