@@ -60,8 +60,8 @@ func TestErrorActions(t *testing.T) {
 	if err := Or(AgentReserved, nil); !errors.As(err, &fp) || fp.Point != AgentReserved {
 		t.Fatalf("Or = %v, want the point's error", err)
 	}
-	real := errors.New("the write failed")
-	if err := Or(AgentReserved, real); err != real {
+	writeErr := errors.New("the write failed")
+	if err := Or(AgentReserved, writeErr); err != writeErr {
 		t.Fatalf("Or kept %v over the real error", err)
 	}
 	v := []string{"10.0.0.1"}

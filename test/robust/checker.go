@@ -68,8 +68,10 @@ type seen struct {
 const evalLag = 3 * time.Second
 
 func newChecker(c *cluster, out func(string)) *checker {
-	return &checker{c: c, cfg: c.cfg, ns: c.ns, hist: c.hist, logs: newLogs(c), out: out,
-		entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{}}
+	return &checker{
+		c: c, cfg: c.cfg, ns: c.ns, hist: c.hist, logs: newLogs(c), out: out,
+		entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{},
+	}
 }
 
 // run samples every cfg.SampleEvery and judges every second, until ctx ends.

@@ -19,18 +19,24 @@ func TestCheckerJudgesHistories(t *testing.T) {
 		sample func(t0 time.Time) *sample
 		want   string // the kind of violation; "" none
 	}{
-		{"freed unreserved", func(time.Time) []Event { return nil },
+		{
+			"freed unreserved", func(time.Time) []Event { return nil },
 			func(t0 time.Time) *sample {
 				return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond)}
-			}, vFreeUnreserved},
-		{"reserved", func(time.Time) []Event { return nil },
+			}, vFreeUnreserved,
+		},
+		{
+			"reserved", func(time.Time) []Event { return nil },
 			func(t0 time.Time) *sample {
 				return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond), Entries: []reserve.Entry{{IP: ip, Pod: "db-0", Namespace: "ns"}}}
-			}, ""},
-		{"still allocated to the pod (journaled)", func(time.Time) []Event { return nil },
+			}, "",
+		},
+		{
+			"still allocated to the pod (journaled)", func(time.Time) []Event { return nil },
 			func(t0 time.Time) *sample {
 				return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond), Holder: map[string]string{ip: "k8s-pod-network.aaaa"}}
-			}, ""},
+			}, "",
+		},
 		{"given to another pod", func(t0 time.Time) []Event {
 			return []Event{{Op: opAdd, Pod: other, Sandbox: "bbbb", Start: t0.Add(200 * time.Millisecond), End: t0.Add(400 * time.Millisecond), IPs: []string{ip}}}
 		}, func(time.Time) *sample { return nil }, vTwoPods},
@@ -64,8 +70,10 @@ func TestCheckerJudgesHistories(t *testing.T) {
 				h.events[len(h.events)-1].End = e.End
 			}
 			var told []string
-			k := &checker{cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, ns: "ns", hist: h, out: func(s string) { told = append(told, s) },
-				entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{}}
+			k := &checker{
+				cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, ns: "ns", hist: h, out: func(s string) { told = append(told, s) },
+				entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{},
+			}
 			if s := tc.sample(t0); s != nil {
 				k.pending = append(k.pending, s)
 			}

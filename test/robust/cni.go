@@ -51,8 +51,10 @@ func (c *cluster) up(ctx context.Context, p *podState, obj *corev1.Pod, i int) (
 	if err := try(func() { sb = nd.env.NewDiskSandbox(obj, nd.cni) }); err != nil {
 		return nil, err
 	}
-	ev := c.hist.Begin(Event{Op: opAdd, Pod: c.ns + "/" + p.name, PodUID: string(obj.UID), Node: nd.env.Node, Sandbox: sb.ContainerID,
-		Selected: p.set != nil, Owner: string(p.setUID), Bypass: bypasses(conf)})
+	ev := c.hist.Begin(Event{
+		Op: opAdd, Pod: c.ns + "/" + p.name, PodUID: string(obj.UID), Node: nd.env.Node, Sandbox: sb.ContainerID,
+		Selected: p.set != nil, Owner: string(p.setUID), Bypass: bypasses(conf),
+	})
 	actx, cancel := context.WithTimeout(ctx, cniTimeout)
 	err := sb.Add(actx)
 	cancel()
@@ -77,8 +79,10 @@ func (c *cluster) down(ctx context.Context, p *podState, sb *testbed.Sandbox, i 
 	start := time.Now()
 	for attempt, wait := 1, 250*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 3*time.Second) {
 		conf, err := nd.conflist()
-		ev := c.hist.Begin(Event{Op: opDel, Pod: c.ns + "/" + p.name, PodUID: string(sb.Pod.UID), Node: nd.env.Node, Sandbox: sb.ContainerID,
-			IPs: ips, Detail: why, Selected: p.set != nil, Owner: string(p.setUID), Attempt: attempt, Bypass: err == nil && bypasses(conf)})
+		ev := c.hist.Begin(Event{
+			Op: opDel, Pod: c.ns + "/" + p.name, PodUID: string(sb.Pod.UID), Node: nd.env.Node, Sandbox: sb.ContainerID,
+			IPs: ips, Detail: why, Selected: p.set != nil, Owner: string(p.setUID), Attempt: attempt, Bypass: err == nil && bypasses(conf),
+		})
 		if err == nil {
 			dctx, cancel := context.WithTimeout(ctx, cniTimeout)
 			err = sb.DelWith(dctx, conf)

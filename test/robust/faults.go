@@ -2,6 +2,7 @@ package robust
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -79,7 +80,7 @@ func (in *injector) run(ctx context.Context) {
 		go func() {
 			defer in.wg.Done()
 			defer in.free(group)
-			in.inject(ctx, kind, rand.New(rand.NewPCG(seed, 1)), d) //nolint:gosec // G404: seeded on purpose, for replay
+			in.inject(ctx, kind, rand.New(rand.NewPCG(seed, 1)), d)
 		}()
 	}
 }
@@ -104,13 +105,18 @@ func (in *injector) inject(ctx context.Context, kind string, r *rand.Rand, d tim
 	ev := in.c.hist.Begin(Event{Op: opFault, Value: kind})
 	detail, err := faultsByKind[kind](ctx, in.c, r, d)
 	in.c.hist.EndWith(ev, nil, detail, err)
-	if err != nil {
-		select {
-		case in.errs <- fmt.Errorf("fault %s: %w", kind, err):
-		default:
-		}
+	if !errors.As(err, new(broken)) {
+		return // none, or not made (another fault in the way): the run goes on
+	}
+	select {
+	case in.errs <- fmt.Errorf("fault %s: %w", kind, err):
+	default:
 	}
 }
+
+// broken is a fault's failure that leaves the cluster broken (a server
+// that does not come back, a datastore left locked): the run stops.
+type broken struct{ error }
 
 func (in *injector) wait() { in.wg.Wait() }
 
@@ -174,8 +180,8 @@ func pluginFailpoints(ctx context.Context, c *cluster, r *rand.Rand, d time.Dura
 		failpoint.PluginJournalWrite + "=50%error",
 		failpoint.PluginBeforeRelease + "=20%panic;" + failpoint.PluginJournalWrite + "=30%exit",
 	}[r.IntN(3)]
-	os.Setenv(failpoint.EnvVar, spec) //nolint:errcheck // a valid name and value
-	defer os.Unsetenv(failpoint.EnvVar)
+	_ = os.Setenv(failpoint.EnvVar, spec)
+	defer func() { _ = os.Unsetenv(failpoint.EnvVar) }()
 	pause.Sleep(ctx, d)
 	return fmt.Sprintf("%s for %s", spec, d.Round(time.Millisecond)), nil
 }

@@ -58,8 +58,8 @@ func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation,
 		ttl := ix.ttlAt(set, t, k.cfg.TTL)
 		return !t.Add(logSlack).Before(base.Add(ttl)), fmt.Sprintf("it was held from %s, under %s, less than its reservation time %s", k.hist.At(base), t.Sub(base).Round(time.Millisecond), ttl)
 	case release.MaxCount:
-		n, any := k.maxHeld(t.Add(-5*time.Second), t.Add(time.Second))
-		if !any {
+		n, sampled := k.maxHeld(t.Add(-5*time.Second), t.Add(time.Second))
+		if !sampled {
 			return k.skip(r)
 		}
 		return n >= k.cfg.MaxCount, fmt.Sprintf("at most %d were held around then, ipReserveMaxCount %d", n, k.cfg.MaxCount)
@@ -107,13 +107,13 @@ func (k *checker) entryFor(node, ip, pod string, t time.Time) (reserve.Entry, bo
 
 // maxHeld is the most reservations a sample held in [from, to].
 func (k *checker) maxHeld(from, to time.Time) (int, bool) {
-	n, any := 0, false
+	n, sampled := 0, false
 	for _, c := range k.counts {
 		if !c.at.Before(from) && !c.at.After(to) {
-			n, any = max(n, c.n), true
+			n, sampled = max(n, c.n), true
 		}
 	}
-	return n, any
+	return n, sampled
 }
 
 // owed is the last obligation of ip to pod that opened by t.

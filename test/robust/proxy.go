@@ -67,20 +67,20 @@ func StartProxy(b *testbed.Bed, dir string, seed uint64) (*Proxy, error) {
 }
 
 func startProxy(target *url.URL, roots *x509.CertPool, token, dir string, seed uint64) (*Proxy, error) {
-	p := &Proxy{rng: rand.New(rand.NewPCG(seed, 0x70c5)), injected: map[string]int{}, maxDelay: 3 * time.Second} //nolint:gosec // G404: seeded on purpose, for replay
-	p.rp = httputil.NewSingleHostReverseProxy(target)
-	direct := p.rp.Director
-	p.rp.Director = func(r *http.Request) {
-		direct(r)
-		// client-go sends no bearer token to a plain-http server: the
-		// proxy, on loopback, authenticates capo's clients itself.
-		if r.Header.Get("Authorization") == "" {
-			r.Header.Set("Authorization", "Bearer "+token)
-		}
+	p := &Proxy{rng: rand.New(rand.NewPCG(seed, 0x70c5)), injected: map[string]int{}, maxDelay: 3 * time.Second}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			// client-go sends no bearer token to a plain-http server: the
+			// proxy, on loopback, authenticates capo's clients itself.
+			if r.Out.Header.Get("Authorization") == "" {
+				r.Out.Header.Set("Authorization", "Bearer "+token)
+			}
+		},
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64},
+		FlushInterval: -1, // watches stream
+		ErrorLog:      log.New(io.Discard, "", 0),
 	}
-	p.rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
-	p.rp.FlushInterval = -1 // watches stream
-	p.rp.ErrorLog = log.New(io.Discard, "", 0)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

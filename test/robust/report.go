@@ -17,6 +17,7 @@ type Report struct {
 	Ops, OpsFailed        map[string]int // operations, by kind
 	Events                int            // operations run
 	Faults                map[string]int // injected, by kind
+	FaultsNotMade         map[string]int // that could not be injected (another fault in the way)
 	ProxyFailures         map[string]int // requests the proxy failed, by kind
 	Failpoints            map[string]int // failpoints fired, by point
 	Crashes               int            // capo processes that exited on their own, or as they started
@@ -36,7 +37,7 @@ func (k *checker) report(ops *opCounts, start, trafficEnd time.Time) *Report {
 	defer k.mu.Unlock()
 	r := &Report{
 		Seed: c.cfg.Seed, Datastore: string(c.cfg.Datastore), Traffic: trafficEnd.Sub(start), Total: time.Since(start),
-		Ops: ops.ran, OpsFailed: ops.failed, Faults: map[string]int{}, ProxyFailures: c.proxy.Injected(),
+		Ops: ops.ran, OpsFailed: ops.failed, Faults: map[string]int{}, FaultsNotMade: map[string]int{}, ProxyFailures: c.proxy.Injected(),
 		Failpoints: map[string]int{}, Samples: k.samples, SampleErrors: k.sampleErrs,
 		Releases: map[string]int{}, Unchecked: k.unchecked, Violations: append([]Violation(nil), k.violations...), Told: append([]string(nil), k.texts...),
 	}
@@ -53,7 +54,11 @@ func (k *checker) report(ops *opCounts, start, trafficEnd time.Time) *Report {
 func (r *Report) count(ix *index, e Event) {
 	switch e.Op {
 	case opFault:
-		r.Faults[faultKind(e)]++
+		if e.Err != "" {
+			r.FaultsNotMade[faultKind(e)]++
+		} else {
+			r.Faults[faultKind(e)]++
+		}
 	case opFailpoint:
 		r.Failpoints[strings.SplitN(e.Detail, "=", 2)[0]]++
 	case opCrash:
@@ -104,6 +109,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  events run %d: %s\n", r.Events, counts(r.Ops, r.OpsFailed))
 	fmt.Fprintf(&b, "  CNI: %d ADDs (%d failed, %d returns), %d DEL attempts (%d failed, retried)\n", r.ADDs, r.ADDsFailed, r.Returns, r.DELs, r.DELsFailed)
 	fmt.Fprintf(&b, "  faults injected %d: %s\n", sum(r.Faults), counts(r.Faults, nil))
+	if len(r.FaultsNotMade) > 0 {
+		fmt.Fprintf(&b, "  faults that could not be made (another fault in the way) %d: %s\n", sum(r.FaultsNotMade), counts(r.FaultsNotMade, nil))
+	}
 	fmt.Fprintf(&b, "  API requests failed by the proxy %d: %s\n", sum(r.ProxyFailures), counts(r.ProxyFailures, nil))
 	fmt.Fprintf(&b, "  failpoints fired %d: %s; capo processes that exited on their own: %d\n", sum(r.Failpoints), counts(r.Failpoints, nil), r.Crashes)
 	fmt.Fprintf(&b, "  capo's releases %d: %s (reason not checkable: %s)\n", sum(r.Releases), counts(r.Releases, nil), counts(r.Unchecked, nil))

@@ -58,10 +58,10 @@ func Run(t *testing.T, bed *testbed.Bed, cfg Config) *Report {
 	defer cancel()
 	c.keepAllUp(ctx)
 	go chk.run(ctx)
-	in := &injector{c: c, r: rand.New(rand.NewPCG(cfg.Seed, 2)), kinds: cfg.Faults, running: map[string]bool{}, errs: make(chan error, 1)} //nolint:gosec // G404: seeded on purpose, for replay
+	in := &injector{c: c, r: rand.New(rand.NewPCG(cfg.Seed, 2)), kinds: cfg.Faults, running: map[string]bool{}, errs: make(chan error, 1)}
 	fctx, stopFaults := context.WithCancel(ctx)
 	go in.run(fctx)
-	ops, derr := c.drive(ctx, newTraffic(cfg), rand.New(rand.NewPCG(cfg.Seed, 1)), in.errs) //nolint:gosec // G404: seeded on purpose, for replay
+	ops, derr := c.drive(ctx, newTraffic(cfg), rand.New(rand.NewPCG(cfg.Seed, 1)), in.errs)
 	stopFaults()
 	in.wait()
 	if derr != nil {

@@ -20,7 +20,7 @@ func apiServerRestart(ctx context.Context, c *cluster, _ *rand.Rand, d time.Dura
 	pause.Sleep(ctx, d)
 	start := time.Now()
 	if err := c.bed.StartAPIServer(); err != nil {
-		return "", err
+		return "", broken{err}
 	}
 	return fmt.Sprintf("down %s, ready again in %s", d.Round(time.Millisecond), time.Since(start).Round(time.Millisecond)), nil
 }
@@ -29,7 +29,7 @@ func etcdRestart(ctx context.Context, c *cluster, _ *rand.Rand, d time.Duration)
 	c.bed.StopEtcd()
 	pause.Sleep(ctx, d)
 	if err := c.bed.StartEtcd(); err != nil {
-		return "", err
+		return "", broken{err}
 	}
 	return fmt.Sprintf("down %s", d.Round(time.Millisecond)), nil
 }
@@ -63,7 +63,7 @@ func datastoreLock(ctx context.Context, c *cluster, _ *rand.Rand, d time.Duratio
 	pause.Sleep(ctx, d)
 	// Unlocked it must be, whatever the API server does meanwhile.
 	if err := retryAPI(context.WithoutCancel(ctx), func(ctx context.Context) error { return c.lockCalico(ctx, false) }); err != nil {
-		return "", err
+		return "", broken{fmt.Errorf("unlocking: %w", err)}
 	}
 	return fmt.Sprintf("for %s", d.Round(time.Millisecond)), nil
 }
