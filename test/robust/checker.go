@@ -19,6 +19,7 @@ const (
 	vDelFailed      = "del-failed"             // a DEL failed where the runtime is not meant to retry, or never succeeded
 	vUnjustified    = "release-without-reason" // a release whose reason was not true when it was made
 	vNotSettled     = "not-settled"            // once the faults are gone, a journaled DEL is never replayed
+	vUndone         = "release-by-hand-undone" // a reservation released by hand written again for the same teardown
 )
 
 // Violation is one broken invariant.
@@ -151,7 +152,11 @@ func (k *checker) violate(kind, key string, at time.Time, what string) {
 	if v.Known != "" {
 		label = "known defect (" + v.Known + ")"
 	}
-	fmt.Fprintf(&b, "robust: %s %s at %s: %s\n  seed %d; replay: %s\n  history around it:\n", label, kind, k.hist.At(at), what, k.cfg.Seed, k.cfg.Replay)
+	fmt.Fprintf(&b, "robust: %s %s at %s: %s\n  seed %d; replay: %s\n", label, kind, k.hist.At(at), what, k.cfg.Seed, k.cfg.Replay)
+	if k.cfg.AgentFailpoints != "" {
+		fmt.Fprintf(&b, "  (expected: %s is armed in every agent, to prove the checker)\n", k.cfg.AgentFailpoints)
+	}
+	b.WriteString("  history around it:\n")
 	k.hist.Dump(&b, at, 6*time.Second, 3*time.Second, 40)
 	k.texts = append(k.texts, b.String())
 	k.out(b.String())

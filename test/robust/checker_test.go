@@ -49,6 +49,12 @@ func TestCheckerJudgesHistories(t *testing.T) {
 				{Op: opReleased, Pod: pod, Node: "n1", IPs: []string{ip}, Reason: "owner-gone", Start: t0.Add(2 * time.Second), End: t0.Add(2 * time.Second)},
 			}
 		}, func(t0 time.Time) *sample { return &sample{T0: t0.Add(3 * time.Second), T1: t0.Add(3 * time.Second)} }, ""},
+		{"a release by hand undone by the same teardown", func(t0 time.Time) []Event {
+			return []Event{{Op: opCapoctl, Pod: pod, Node: "n1", IPs: []string{ip}, Detail: "released 1", Start: t0.Add(time.Second), End: t0.Add(time.Second)}}
+		}, func(t0 time.Time) *sample {
+			e := reserve.Entry{IP: ip, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(2 * time.Second)}
+			return &sample{T0: t0.Add(3 * time.Second), T1: t0.Add(3 * time.Second), Entries: []reserve.Entry{e}}
+		}, vUndone},
 		{"a DEL failed with no fault", func(t0 time.Time) []Event {
 			return []Event{{Op: opDel, Pod: other, Sandbox: "cccc", Attempt: 1, Start: t0, End: t0.Add(time.Second), Err: "boom"}}
 		}, func(time.Time) *sample { return nil }, vDelFailed},

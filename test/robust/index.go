@@ -18,6 +18,14 @@ type index struct {
 	firstDel map[string]Event         // sandbox -> its first DEL attempt
 	oblig    map[string][]*obligation // address -> what capo owes its selected pods
 	faults   []Event
+	byHand   map[string][]handRelease // address -> its releases by hand
+}
+
+// handRelease is a reservation an operator had released (capoctl, or the
+// controller answering the release ConfigMap), and the teardown it was for.
+type handRelease struct {
+	pod, sandbox string
+	at           time.Time
 }
 
 // obligation: a selected pod's sandbox holding ip is being torn down, so
@@ -69,7 +77,24 @@ func buildIndex(evs []Event) *index {
 		}
 	}
 	ix.discharge()
+	ix.handReleases()
 	return ix
+}
+
+// handReleases finds every release by hand and the teardown it ended the
+// reservation of.
+func (ix *index) handReleases() {
+	ix.byHand = map[string][]handRelease{}
+	for _, e := range ix.evs {
+		byHand := e.Op == opReleased && e.Reason == "manual" || e.Op == opCapoctl && ends(e, &obligation{}) != ""
+		if !byHand {
+			continue
+		}
+		ip := firstIP(e.IPs)
+		if o := ix.owed(ip, e.Pod, e.Start); o != nil {
+			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: o.sandbox, at: e.Start})
+		}
+	}
 }
 
 func (ix *index) del(e Event) {

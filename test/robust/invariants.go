@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
 )
 
 // retryFaults are the faults under which a DEL may fail for the runtime
@@ -44,6 +46,7 @@ func addRunning(ix *index, t time.Time) bool {
 }
 
 func (k *checker) judgeSample(ix *index, s *sample) {
+	k.judgeSticky(ix, s)
 	for ip, obls := range ix.oblig {
 		for _, o := range obls {
 			if !o.inForce(s.T0, s.T1) {
@@ -58,6 +61,33 @@ func (k *checker) judgeSample(ix *index, s *sample) {
 			}
 		}
 	}
+}
+
+// judgeSticky holds a sample to a sixth invariant: a release by hand
+// sticks. Once an operator had a teardown's reservation released, that
+// teardown (a journaled DEL replayed, a retry) does not reserve the
+// address again; entries are stamped to the second, so a write in the
+// release's second counts, and only a sample begun after the release is
+// read.
+func (k *checker) judgeSticky(ix *index, s *sample) {
+	for _, e := range s.Entries {
+		for _, h := range ix.byHand[e.IP] {
+			if e.Sandbox == "" || e.Sandbox != reserve.SandboxOf(h.sandbox) || h.pod != e.Namespace+"/"+e.Pod ||
+				!s.T0.After(h.at.Add(logSlack)) || e.ReservedAt.Before(h.at.Truncate(time.Second)) {
+				continue
+			}
+			k.violate(vUndone, h.sandbox+e.IP, s.T0, fmt.Sprintf("%s of %s was released by hand at %s, and reserved again for the same teardown (sandbox %s) by %s on %s at %s (reason %s)",
+				e.IP, h.pod, k.hist.At(h.at), short(h.sandbox), writer(e), e.Node, e.ReservedAt.Format("15:04:05"), e.Reason))
+		}
+	}
+}
+
+// writer says who writes an entry of that reason.
+func writer(e reserve.Entry) string {
+	if e.Reason == reserve.ReasonCNIDel {
+		return "the agent"
+	}
+	return "capo-controller"
 }
 
 func holderName(ix *index, handle string) string {

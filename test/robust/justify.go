@@ -23,16 +23,17 @@ func (k *checker) judgeRelease(ix *index, r Event) {
 	ip, t := firstIP(r.IPs), r.Start
 	e, sampled := k.entryFor(r.Node, ip, r.Pod, t)
 	o := ix.owed(ip, r.Pod, t)
-	base := time.Time{} // when the reservation is known to have existed from
+	var seen, written time.Time // when the controller first saw it; when it was written
 	switch {
-	case sampled && !e.Seen.IsZero():
-		base = e.Seen // the controller's age counts from there
 	case sampled:
-		base = e.ReservedAt
+		seen, written = e.Seen, e.ReservedAt
 	case o != nil:
-		base = o.open
+		written = o.open // the teardown began: no reservation of it is older
 	}
-	ok, why := k.reasonHeld(ix, r, e, o, base)
+	if seen.IsZero() {
+		seen = written // the controller's age counts from its first sight, no sooner
+	}
+	ok, why := k.reasonHeld(ix, r, e, o, seen, written)
 	if why == "" {
 		return
 	}
@@ -43,7 +44,7 @@ func (k *checker) judgeRelease(ix *index, r Event) {
 
 // reasonHeld says whether r's reason held; why says what was checked
 // ("" when nothing could be: counted as unchecked).
-func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation, base time.Time) (bool, string) {
+func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation, seen, written time.Time) (bool, string) {
 	t := r.Start
 	set, ord, member := ordinal(r.Pod)
 	owner := e.OwnerUID
@@ -52,11 +53,11 @@ func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation,
 	}
 	switch release.Reason(r.Reason) {
 	case release.TTL:
-		if base.IsZero() {
+		if seen.IsZero() {
 			return k.skip(r)
 		}
 		ttl := ix.ttlAt(set, t, k.cfg.TTL)
-		return !t.Add(logSlack).Before(base.Add(ttl)), fmt.Sprintf("it was held from %s, under %s, less than its reservation time %s", k.hist.At(base), t.Sub(base).Round(time.Millisecond), ttl)
+		return !t.Add(logSlack).Before(seen.Add(ttl)), fmt.Sprintf("it was held from %s, under %s, less than its reservation time %s", k.hist.At(seen), t.Sub(seen).Round(time.Millisecond), ttl)
 	case release.MaxCount:
 		n, sampled := k.maxHeld(t.Add(-5*time.Second), t.Add(time.Second))
 		if !sampled {
@@ -75,7 +76,7 @@ func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation,
 		}
 		return ix.setDeletedBy(owner, t.Add(logSlack)), fmt.Sprintf("its StatefulSet (UID %s) was not deleted", owner)
 	case release.Manual:
-		return ix.askedFor(r, base), "no release by hand asked for it while it was held"
+		return ix.askedFor(r, written), "no release by hand asked for it while it was held"
 	case "returned":
 		return ix.gotBack(r.Pod, firstIP(r.IPs), t), "the pod never got the address back"
 	}
@@ -87,13 +88,13 @@ func (k *checker) skip(r Event) (bool, string) {
 	return true, ""
 }
 
-// entryFor is the reservation of ip on node for pod that samples saw
-// before t: the latest written.
+// entryFor is the reservation of ip on node for pod that a sample saw
+// before t (so it existed then): the latest written.
 func (k *checker) entryFor(node, ip, pod string, t time.Time) (reserve.Entry, bool) {
 	var best *seen
 	for _, s := range k.entries {
 		e := s.e
-		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && !s.first.After(t.Add(logSlack)) {
+		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && !s.first.After(t) {
 			if best == nil || e.ReservedAt.After(best.e.ReservedAt) {
 				best = s
 			}
@@ -188,10 +189,12 @@ func (ix *index) setDeletedBy(uid string, t time.Time) bool {
 }
 
 // askedFor: a release by hand for r's node named its address, its pod or
-// all, and was asked after the reservation existed (from base on), before r.
-func (ix *index) askedFor(r Event, base time.Time) bool {
+// all, and was asked before r, once the reservation was written: by the
+// controller's first look at the request, a pass (ipReleasePeriod, 1 s)
+// after it at most; entries are stamped to the second.
+func (ix *index) askedFor(r Event, written time.Time) bool {
 	for _, e := range ix.evs {
-		if e.Op != opAskRelease || e.Node != r.Node || e.Start.After(r.Start) || !base.IsZero() && base.After(e.End.Add(logSlack)) {
+		if e.Op != opAskRelease || e.Node != r.Node || e.Start.After(r.Start) || !written.IsZero() && written.After(e.End.Add(time.Second+logSlack)) {
 			continue
 		}
 		if v := e.Value; v == "all" || v == "pod="+r.Pod || v == firstIP(r.IPs) {

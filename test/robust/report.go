@@ -12,6 +12,7 @@ import (
 // Report is a run's figures and what it found.
 type Report struct {
 	Seed                  uint64
+	Replay                string // the command that replays the run
 	Datastore             string
 	Traffic, Total        time.Duration
 	Ops, OpsFailed        map[string]int // operations, by kind
@@ -36,7 +37,7 @@ func (k *checker) report(ops *opCounts, start, trafficEnd time.Time) *Report {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	r := &Report{
-		Seed: c.cfg.Seed, Datastore: string(c.cfg.Datastore), Traffic: trafficEnd.Sub(start), Total: time.Since(start),
+		Seed: c.cfg.Seed, Replay: c.cfg.Replay, Datastore: string(c.cfg.Datastore), Traffic: trafficEnd.Sub(start), Total: time.Since(start),
 		Ops: ops.ran, OpsFailed: ops.failed, Faults: map[string]int{}, FaultsNotMade: map[string]int{}, ProxyFailures: c.proxy.Injected(),
 		Failpoints: map[string]int{}, Samples: k.samples, SampleErrors: k.sampleErrs,
 		Releases: map[string]int{}, Unchecked: k.unchecked, Violations: append([]Violation(nil), k.violations...), Told: append([]string(nil), k.texts...),
@@ -95,11 +96,15 @@ func (r *Report) Unexpected() []Violation {
 	return out
 }
 
-// Fail fails t for each unexpected violation, naming the seed.
+// Fail fails t for each unexpected violation, naming the seed and the
+// replay (the history around each is in the test's log above).
 func (r *Report) Fail(t *testing.T) {
 	t.Helper()
 	for _, v := range r.Unexpected() {
 		t.Errorf("robust: seed %d: %s: %s", r.Seed, v.Kind, v.What)
+	}
+	if len(r.Unexpected()) > 0 {
+		t.Errorf("robust: replay: %s", r.Replay)
 	}
 }
 
