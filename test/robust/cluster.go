@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/capo-net/capo/pkg/config"
-	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/test/testbed"
 )
@@ -111,21 +109,6 @@ func newCluster(t testing.TB, bed *testbed.Bed, cfg Config, hist *History) (*clu
 	return c, c.waitInstalled()
 }
 
-// clear deletes the run's pods and StatefulSets once it is over: the
-// next run's controller would otherwise cover them (their nodes' agents
-// gone) in its own datastore.
-func (c *cluster) clear() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	grace := int64(0)
-	if err := c.bed.Kube.CoreV1().Pods(c.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
-		c.t.Logf("robust: deleting the run's pods: %v", err)
-	}
-	if err := c.bed.Kube.AppsV1().StatefulSets(c.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		c.t.Logf("robust: deleting the run's StatefulSets: %v", err)
-	}
-}
-
 // sharePool opens the first node's pool to every node and disables the
 // others' pools: one small pool, under pressure, that a member may come
 // back to from any node (borrowing from another node's block).
@@ -195,92 +178,4 @@ func (c *cluster) waitInstalled() error {
 		}
 	}
 	return nil
-}
-
-func fpEnv(fp string) []string {
-	if fp == "" {
-		return nil
-	}
-	return []string{failpoint.EnvVar + "=" + fp}
-}
-
-// start runs the node's agent as a DaemonSet pod would, its clients
-// through the proxy, with the node's failpoints. A fault that took the
-// node down meanwhile stops it again.
-func (n *node) start(c *cluster) error {
-	n.mu.Lock()
-	fp := n.fp
-	n.mu.Unlock()
-	var a *testbed.Agent
-	if err := try(func() {
-		a = n.env.StartAgentWith(testbed.AgentOptions{ManageCNI: n.cni, Kubeconfig: c.proxy.Kubeconfig, Env: fpEnv(fp)})
-	}); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	stale := n.held > 0 || n.fp != fp
-	if !stale {
-		n.agent = a
-	}
-	n.mu.Unlock()
-	if stale {
-		return try(a.Stop)
-	}
-	return nil
-}
-
-func (r *replica) start(c *cluster) error {
-	r.mu.Lock()
-	fp := r.fp
-	r.mu.Unlock()
-	var ctl *testbed.Controller
-	if err := try(func() {
-		ctl = r.env.StartControllerWith(r.id, testbed.AgentOptions{Kubeconfig: c.proxy.Kubeconfig, Env: fpEnv(fp)})
-	}); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	stale := r.held > 0 || r.fp != fp
-	if !stale {
-		r.ctl = ctl
-	}
-	r.mu.Unlock()
-	if stale {
-		return try(ctl.Stop)
-	}
-	return nil
-}
-
-// EnvLogs names a folder to keep every capo process's log of each run in
-// (its own subfolder by seed), for reading after the bed is gone.
-const EnvLogs = "CAPO_ROBUST_LOGS"
-
-// keepLogs copies the run's logs into $CAPO_ROBUST_LOGS, if set.
-func (c *cluster) keepLogs(t testing.TB) {
-	root := os.Getenv(EnvLogs)
-	if root == "" {
-		return
-	}
-	dst := filepath.Join(root, fmt.Sprintf("%s-%d", c.cfg.Datastore, c.cfg.Seed))
-	for _, n := range c.nodes {
-		files, _ := filepath.Glob(filepath.Join(n.env.Dir, "*.log"))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err == nil {
-				err = os.MkdirAll(filepath.Join(dst, n.env.ID), 0o755)
-			}
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dst, n.env.ID, filepath.Base(f)), b, 0o644)
-			}
-			if err != nil {
-				t.Logf("robust: keeping %s: %v", f, err)
-			}
-		}
-	}
-	var all strings.Builder
-	c.hist.Dump(&all, time.Now(), 24*time.Hour, time.Hour, 1<<30)
-	if err := os.WriteFile(filepath.Join(dst, "history.txt"), []byte(all.String()), 0o644); err != nil {
-		t.Logf("robust: keeping the history: %v", err)
-	}
-	t.Logf("robust: the run's logs and history are in %s", dst)
 }

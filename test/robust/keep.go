@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/test/testbed"
 )
@@ -129,4 +130,58 @@ func (c *cluster) keepAllUp(ctx context.Context) {
 	for _, r := range c.ctrls {
 		go r.keepUp(ctx, c)
 	}
+}
+
+func fpEnv(fp string) []string {
+	if fp == "" {
+		return nil
+	}
+	return []string{failpoint.EnvVar + "=" + fp}
+}
+
+// start runs the node's agent as a DaemonSet pod would, its clients
+// through the proxy, with the node's failpoints. A fault that took the
+// node down meanwhile stops it again.
+func (n *node) start(c *cluster) error {
+	n.mu.Lock()
+	fp := n.fp
+	n.mu.Unlock()
+	var a *testbed.Agent
+	if err := try(func() {
+		a = n.env.StartAgentWith(testbed.AgentOptions{ManageCNI: n.cni, Kubeconfig: c.proxy.Kubeconfig, Env: fpEnv(fp)})
+	}); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	stale := n.held > 0 || n.fp != fp
+	if !stale {
+		n.agent = a
+	}
+	n.mu.Unlock()
+	if stale {
+		return try(a.Stop)
+	}
+	return nil
+}
+
+func (r *replica) start(c *cluster) error {
+	r.mu.Lock()
+	fp := r.fp
+	r.mu.Unlock()
+	var ctl *testbed.Controller
+	if err := try(func() {
+		ctl = r.env.StartControllerWith(r.id, testbed.AgentOptions{Kubeconfig: c.proxy.Kubeconfig, Env: fpEnv(fp)})
+	}); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	stale := r.held > 0 || r.fp != fp
+	if !stale {
+		r.ctl = ctl
+	}
+	r.mu.Unlock()
+	if stale {
+		return try(ctl.Stop)
+	}
+	return nil
 }

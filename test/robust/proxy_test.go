@@ -33,19 +33,7 @@ func TestProxyFailsItsShare(t *testing.T) {
 	}
 	defer p.Close()
 	p.maxDelay = 50 * time.Millisecond
-	get := func() (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, p.URL+"/api/v1/pods", nil)
-		req.Header.Set("Authorization", "Bearer secret")
-		// No keep-alive: Go's client would retry a GET whose reused
-		// connection was reset, hiding the failure.
-		resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func() (int, string) { return get(p.URL) }
 	for range 20 {
 		if code, body := get(); code != http.StatusOK || body != "ok" {
 			t.Fatalf("rate 0: %d %s", code, body)
@@ -70,4 +58,20 @@ func TestProxyFailsItsShare(t *testing.T) {
 	if failed < 25 || failed > 75 || failed != total-p.Injected()[proxyDelay] {
 		t.Fatalf("rate 500‰: %d of 100 failed; injected %v", failed, p.Injected())
 	}
+}
+
+// get GETs the pods through the proxy as a client with the token does;
+// code 0 is a connection that failed.
+func get(url string) (int, string) {
+	req, _ := http.NewRequest(http.MethodGet, url+"/api/v1/pods", nil)
+	req.Header.Set("Authorization", "Bearer secret")
+	// No keep-alive: Go's client would retry a GET whose reused
+	// connection was reset, hiding the failure.
+	resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
