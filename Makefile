@@ -44,7 +44,7 @@ BENCH_COUNT ?= 200x
 
 IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
 
-.PHONY: all build image demo demo-node test test-node calico-suite lint vuln unit fuzz fuzz-short e2e e2e-core e2e-node prebuild bench bench-node testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build image demo demo-node test test-node calico-suite lint vuln unit fuzz fuzz-short e2e e2e-core e2e-node prebuild bench bench-node soak testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 build: $(addprefix bin/,$(BINARIES))
@@ -217,6 +217,17 @@ bench:
 bench-node:
 	@set -o pipefail; $(GO) test -count=1 -timeout 40m -run '^$$' -bench BenchmarkPodStart -benchtime 1x -v ./test/node/ 2>&1 | tee bench-node.log | grep -E '^(Benchmark|ok|FAIL|PASS|panic)|_test.go:|nodebed:'
 
+## soak: the robustness suite's long run (test/robust, root): random
+## operations on StatefulSet and plain pods under faults, per datastore,
+## until CAPO_SOAK_DURATION (default 15m) or CAPO_SOAK_EVENTS (default 5000)
+## operations, whichever comes first; in native v3 mode too where
+## CAPO_CALICO_BIN is given. Prints each run's seed and figures (events
+## run, faults injected by kind, invariant samples taken, violations).
+## Not part of make test, which runs the short variant.
+SOAK_TIMEOUT ?= 120m
+soak:
+	@set -o pipefail; CAPO_SOAK=1 $(GO) test -p 1 -count=1 -timeout $(SOAK_TIMEOUT) -v -run '^TestSoak$$' ./test/robust/... 2>&1 | tee soak.log | grep -vE '^=== (PAUSE|CONT)'
+
 ## manifests: render the Helm chart's defaults into deploy/manifests/capo.yaml
 ## (Kubernetes 1.27+) and its admission policy into capo-admission-policy.yaml (1.30+).
 manifests:
@@ -257,4 +268,4 @@ $(PROMTOOL):
 	@test/tools/promtool/fetch.sh $(@D)
 
 clean:
-	rm -rf bin e2e.log test-node.log bench-node.log test-logs calico-suite.log
+	rm -rf bin e2e.log test-node.log bench-node.log test-logs calico-suite.log soak.log

@@ -11,6 +11,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
 )
@@ -83,6 +84,7 @@ func del(ctx context.Context, args *skel.CmdArgs, conf *NetConf, d delDeps) erro
 		return journalDel(args, conf, d, req, err)
 	}
 	slog.Info("agent answered", "outcome", resp.Outcome, "ips", resp.IPs, "rule", resp.Rule)
+	failpoint.Hit(failpoint.PluginBeforeRelease)
 	return release(ctx, args, conf, d)
 }
 
@@ -109,6 +111,7 @@ func journalDel(args *skel.CmdArgs, conf *NetConf, d delDeps, req *wire.ReserveR
 	rec := &journal.Record{Created: time.Now().UTC(), Request: *req, Netconf: conf.Raw(), Env: d.env, Why: agentErr.Error()}
 	what := agentOutcome(agentErr)
 	name, err := d.journal.Write(rec)
+	err = failpoint.Or(failpoint.PluginJournalWrite, err)
 	if err != nil {
 		return fmt.Errorf("%s (%v) and the DEL could not be journaled in %s (%v): the address stays allocated; check the agent and the state dir, the runtime will retry", what, agentErr, conf.IPAM.StateDir, err)
 	}

@@ -13,6 +13,7 @@ import (
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/selection"
@@ -91,6 +92,7 @@ func (dc *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.
 		defer dc.guard.reserving(ips)()
 	}
 	res, err := dc.reserve.Reserve(ctx, entries)
+	err = failpoint.Or(failpoint.AgentReserved, err)
 	if err != nil {
 		return nil, fmt.Errorf("writing the reservation of %v: %w", ips, err)
 	}

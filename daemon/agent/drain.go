@@ -11,6 +11,7 @@ import (
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/wire"
@@ -165,6 +166,7 @@ func (dr *drainer) replay(ctx context.Context, name string, rec *journal.Record)
 		return fail("reserve", err)
 	}
 	dr.metrics.decisions.WithLabelValues(string(resp.Outcome), "journal").Inc()
+	failpoint.Hit(failpoint.AgentReplay)
 	if err := dr.release.Release(ctx, rec); err != nil {
 		dr.metrics.releases.WithLabelValues("error").Inc()
 		return fail("release", err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
 	"github.com/capo-net/capo/pkg/returns/calicoview"
@@ -101,6 +102,7 @@ func (o *offerer) offer(ctx context.Context, pod *corev1.Pod, nsMeta *metav1.Par
 			return o.refuse(pod, held, reason, why)
 		}
 	}
+	failpoint.Hit(failpoint.AgentOffer)
 	if !o.offers.remember(pod, returns.IPs(held), preds...) {
 		return o.refuse(pod, held, tooManyOffers, fmt.Sprintf("%d offers on this node await capo-ipam's report, none older than %s (requests on the socket that capo-ipam did not send?)", maxOffered, offerTTL))
 	}

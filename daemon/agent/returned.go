@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/config"
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/pause"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
@@ -109,6 +110,7 @@ func (s *settler) endReturned(ctx context.Context, pod *corev1.Pod, ips []string
 			refs = append(refs, e.Ref())
 		}
 	}
+	failpoint.Hit(failpoint.AgentSettle)
 	released, err := s.store.Release(ctx, refs)
 	for _, ref := range released {
 		s.held.remove([]string{ref.IP})

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/selection"
@@ -189,6 +190,7 @@ func (sv *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wi
 	if err := sv.identify(ctx, req); err != nil {
 		return nil, err
 	}
+	failpoint.Clear(failpoint.AgentNothingToReserve, &req.RecordedIPs)
 	if len(req.RecordedIPs) == 0 {
 		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "handle " + req.Handle() + " holds no addresses on this node (already released)"}, nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 )
@@ -28,6 +29,7 @@ func (c *Controller) pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.ControllerReleasePass)
 	return c.releaser.settle(ctx, rd)
 }
 

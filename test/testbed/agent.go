@@ -118,10 +118,17 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	e.T.Cleanup(a.Stop)
+	started := false
+	defer func() { // a start that fails leaves nothing running (for a caller that goes on)
+		if !started {
+			a.proc.stop()
+		}
+	}()
 	if o.NotReady { // serving, but not waiting for ready
 		if err := waitHTTP(a.proc, "http://"+a.HealthAddr+"/healthz", nil, "", 30*time.Second); err != nil {
 			e.T.Fatalf("%s not serving (log %s): %v", a.proc.name, a.logFile, err)
 		}
+		started = true
 		return a
 	}
 	if err := waitHTTP(a.proc, "http://"+a.HealthAddr+"/readyz", nil, "", 30*time.Second); err != nil {
@@ -140,6 +147,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 		e.T.Fatal(err)
 	}
 	a.reflectReadiness()
+	started = true
 	return a
 }
 
@@ -173,6 +181,9 @@ func (a *Agent) PeakRSSBytes() int64 { return peakRSS(a.proc.cmd.Process.Pid) }
 // AnonRSSBytes is the part of RSSBytes not backed by files: what the
 // process allocated, as against the executable's mapped pages.
 func (a *Agent) AnonRSSBytes() int64 { return statusBytes(a.proc.cmd.Process.Pid, "RssAnon:") }
+
+// Exited reports whether the process has ended, by a signal or on its own.
+func (a *Agent) Exited() bool { return a.proc.exited() }
 
 // Binary is the executable's path.
 func (a *Agent) Binary() string { return a.env.Bed.Bin.CapoAgent }

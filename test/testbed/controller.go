@@ -52,14 +52,13 @@ func (e *Env) StartControllerWith(identity string, o AgentOptions) *Controller {
 		e.T.Fatal(err)
 	}
 	e.T.Cleanup(c.Stop)
+	url := "http://" + c.MetricsAddr + "/readyz"
 	if o.NotReady { // serving, but not waiting for ready
-		if err := waitHTTP(c.proc, "http://"+c.MetricsAddr+"/healthz", nil, "", 30*time.Second); err != nil {
-			e.T.Fatalf("%s not serving (log %s): %v", c.proc.name, c.logFile, err)
-		}
-		return c
+		url = "http://" + c.MetricsAddr + "/healthz"
 	}
-	if err := waitHTTP(c.proc, "http://"+c.MetricsAddr+"/readyz", nil, "", 30*time.Second); err != nil {
-		e.T.Fatalf("capo-controller not ready: %v", err)
+	if err := waitHTTP(c.proc, url, nil, "", 30*time.Second); err != nil {
+		c.proc.stop() // a start that fails leaves nothing running (for a caller that goes on)
+		e.T.Fatalf("%s not ready (log %s): %v", c.proc.name, c.logFile, err)
 	}
 	return c
 }

@@ -11,7 +11,7 @@ import (
 // does; StartAPIServer brings it back on the same address with the same
 // flags. Only a test that owns the whole bed may do this.
 func (b *Bed) StopAPIServer() {
-	if p := b.apiServer(); p != nil {
+	if p := b.named("kube-apiserver"); p != nil {
 		p.stop()
 	}
 }
@@ -19,14 +19,41 @@ func (b *Bed) StopAPIServer() {
 // StartAPIServer restarts the kube-apiserver StopAPIServer stopped and waits
 // until it is ready.
 func (b *Bed) StartAPIServer() error {
-	old := b.apiServer()
+	return b.restart("kube-apiserver", func(ctx context.Context) bool {
+		body, err := b.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok"
+	})
+}
+
+// StopEtcd stops etcd, as an outage of the datastore does: the API server
+// and Calico's etcdv3 clients lose it; StartEtcd brings it back on the same
+// address with the same data. Only a test that owns the whole bed may do this.
+func (b *Bed) StopEtcd() {
+	if p := b.named("etcd"); p != nil {
+		p.stop()
+	}
+}
+
+// StartEtcd restarts the etcd StopEtcd stopped and waits until it is healthy.
+func (b *Bed) StartEtcd() error {
+	return b.restart("etcd", func(ctx context.Context) bool {
+		p := b.named("etcd")
+		return waitHTTP(p, b.EtcdURL+"/health", nil, "", time.Second) == nil
+	})
+}
+
+// restart starts the stopped server of that name again with its flags and
+// waits until ready says so.
+func (b *Bed) restart(name string, ready func(context.Context) bool) error {
+	old := b.named(name)
 	if old == nil {
-		return fmt.Errorf("no kube-apiserver in the bed")
+		return fmt.Errorf("no %s in the bed", name)
 	}
 	if !old.exited() {
 		return nil
 	}
-	p, err := b.sp.start("kube-apiserver", filepath.Join(b.Dir, "kube-apiserver.log"), old.cmd.Args...)
+	log := filepath.Join(b.Dir, name+".log")
+	p, err := b.sp.start(name, log, old.cmd.Args...)
 	if err != nil {
 		return err
 	}
@@ -41,21 +68,21 @@ func (b *Bed) StartAPIServer() error {
 	defer cancel()
 	for ctx.Err() == nil {
 		if p.exited() {
-			return fmt.Errorf("kube-apiserver exited on restart; see %s", filepath.Join(b.Dir, "kube-apiserver.log"))
+			return fmt.Errorf("%s exited on restart; see %s", name, log)
 		}
-		if body, err := b.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err == nil && string(body) == "ok" {
+		if ready(ctx) {
 			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("kube-apiserver not ready 2 minutes after its restart")
+	return fmt.Errorf("%s not ready 2 minutes after its restart", name)
 }
 
-func (b *Bed) apiServer() *proc {
+func (b *Bed) named(name string) *proc {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, p := range b.procs {
-		if p.name == "kube-apiserver" {
+		if p.name == name {
 			return p
 		}
 	}

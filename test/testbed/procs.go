@@ -53,7 +53,7 @@ func (s *spawner) start(name, logPath string, argv ...string) (*proc, error) {
 }
 
 func (p *proc) stop() {
-	if p == nil {
+	if p == nil || p.exited() { // its process group id may be another's by now
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)

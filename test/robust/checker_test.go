@@ -1,0 +1,104 @@
+package robust
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capo-net/capo/pkg/reserve"
+)
+
+const caseIP, casePod, caseOther = "10.0.0.5", "ns/db-0", "ns/web-1"
+
+// judgeCase is a history written by hand (beside a selected pod's DEL of
+// ip at t0), a sample, and the violation the checker must find ("" none).
+type judgeCase struct {
+	name   string
+	events func(t0 time.Time) []Event
+	sample func(t0 time.Time) *sample
+	want   string
+}
+
+var judgeCases = []judgeCase{
+	{
+		"freed unreserved", func(time.Time) []Event { return nil },
+		func(t0 time.Time) *sample {
+			return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond)}
+		}, vFreeUnreserved,
+	},
+	{
+		"reserved", func(time.Time) []Event { return nil },
+		func(t0 time.Time) *sample {
+			return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond), Entries: []reserve.Entry{{IP: caseIP, Pod: "db-0", Namespace: "ns"}}}
+		}, "",
+	},
+	{
+		"still allocated to the pod (journaled)", func(time.Time) []Event { return nil },
+		func(t0 time.Time) *sample {
+			return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond), Holder: map[string]string{caseIP: "k8s-pod-network.aaaa"}}
+		}, "",
+	},
+	{"given to another pod", func(t0 time.Time) []Event {
+		return []Event{{Op: opAdd, Pod: caseOther, Sandbox: "bbbb", Start: t0.Add(200 * time.Millisecond), End: t0.Add(400 * time.Millisecond), IPs: []string{caseIP}}}
+	}, func(time.Time) *sample { return nil }, vTwoPods},
+	{"released by TTL before its time", func(t0 time.Time) []Event {
+		return []Event{{Op: opReleased, Pod: casePod, Node: "n1", IPs: []string{caseIP}, Reason: "ttl", Start: t0.Add(2 * time.Second), End: t0.Add(2 * time.Second)}}
+	}, func(time.Time) *sample { return nil }, vUnjustified},
+	{"released as owner-gone, its set deleted", func(t0 time.Time) []Event {
+		return []Event{
+			{Op: opDeleteSet, Owner: "uid-1", Value: "db", Start: t0.Add(time.Second), End: t0.Add(time.Second)},
+			{Op: opReleased, Pod: casePod, Node: "n1", IPs: []string{caseIP}, Reason: "owner-gone", Start: t0.Add(2 * time.Second), End: t0.Add(2 * time.Second)},
+		}
+	}, func(t0 time.Time) *sample { return &sample{T0: t0.Add(3 * time.Second), T1: t0.Add(3 * time.Second)} }, ""},
+	{"a release by hand undone by the same teardown", func(t0 time.Time) []Event {
+		return []Event{{Op: opCapoctl, Pod: casePod, Node: "n1", IPs: []string{caseIP}, Detail: "released 1", Start: t0.Add(time.Second), End: t0.Add(time.Second)}}
+	}, func(t0 time.Time) *sample {
+		e := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(2 * time.Second)}
+		return &sample{T0: t0.Add(3 * time.Second), T1: t0.Add(3 * time.Second), Entries: []reserve.Entry{e}}
+	}, vUndone},
+	{"a DEL failed with no fault", func(t0 time.Time) []Event {
+		return []Event{{Op: opDel, Pod: caseOther, Sandbox: "cccc", Attempt: 1, Start: t0, End: t0.Add(time.Second), Err: "boom"}}
+	}, func(time.Time) *sample { return nil }, vDelFailed},
+	{"a DEL failed with the API server down", func(t0 time.Time) []Event {
+		return []Event{
+			{Op: opFault, Value: fAPIServer, Start: t0.Add(-time.Second), End: t0.Add(5 * time.Second)},
+			{Op: opDel, Pod: caseOther, Sandbox: "cccc", Attempt: 1, Start: t0, End: t0.Add(time.Second), Err: "connection refused"},
+		}
+	}, func(time.Time) *sample { return nil }, ""},
+}
+
+// The checker on histories written by hand: each invariant found broken
+// where it is, and not where the history accounts for what it sees.
+func TestCheckerJudgesHistories(t *testing.T) {
+	del := Event{Op: opDel, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Selected: true, Owner: "uid-1", Attempt: 1}
+	for _, tc := range judgeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory()
+			t0 := time.Now().Add(-time.Minute)
+			d := del
+			h.Record(d, t0)
+			for _, e := range tc.events(t0) {
+				h.Record(e, e.Start)
+				h.events[len(h.events)-1].End = e.End
+			}
+			var told []string
+			k := &checker{
+				cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, ns: "ns", hist: h, out: func(s string) { told = append(told, s) },
+				entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{},
+			}
+			if s := tc.sample(t0); s != nil {
+				k.pending = append(k.pending, s)
+			}
+			k.logs = &logs{tails: map[string]*tail{}}
+			k.round(true)
+			var kinds []string
+			for _, v := range k.violations {
+				kinds = append(kinds, v.Kind)
+			}
+			got := strings.Join(kinds, ",")
+			if got != tc.want {
+				t.Fatalf("violations %q, want %q; told:\n%s", got, tc.want, strings.Join(told, "\n"))
+			}
+		})
+	}
+}
