@@ -175,8 +175,8 @@ fuzz-short:
 ## ~/.cache/capo-testbed (several minutes the first time).
 ## One test binary at a time (-p 1): each runs its own etcd and API server.
 ## `make test` runs its two parts, e2e-core and e2e-node, side by side.
-E2E_NODE_PKGS := ./test/nodebed/ ./test/node/
-E2E_CORE_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/node$$' -e '/test/nodebed$$' -e '/test/prebuild$$' -e '/test/tools')
+E2E_NODE_PKGS := ./test/nodebed/ ./test/node/ ./test/calicosuite/
+E2E_CORE_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/node$$' -e '/test/nodebed$$' -e '/test/calicosuite$$' -e '/test/prebuild$$' -e '/test/tools')
 E2E_FILTER := '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|nodebed:|calicosuite:'
 e2e:
 	$(GO) test -p 1 -count=1 -timeout $(E2E_TIMEOUT) -v ./test/... 2>&1 | tee e2e.log | grep -E $(E2E_FILTER); exit $${PIPESTATUS[0]}
