@@ -18,12 +18,12 @@ import (
 func (s *Store) loadBucket(ctx context.Context, n int) (*layout.Bucket, map[*layout.Contents]*apiv3.IPReservation, error) {
 	b := &layout.Bucket{N: n}
 	read := map[*layout.Contents]*apiv3.IPReservation{}
-	head, err := s.get(ctx, BucketName(n, 0))
+	head, err := s.io.get(ctx, BucketName(n, 0))
 	if err != nil {
 		return nil, nil, err
 	}
 	if head != nil && head.c.Retired {
-		if _, err := s.remove(ctx, head); err != nil {
+		if _, err := s.io.remove(ctx, head); err != nil {
 			return nil, nil, err
 		}
 		head = nil
@@ -33,7 +33,7 @@ func (s *Store) loadBucket(ctx context.Context, n int) (*layout.Bucket, map[*lay
 	}
 	b.Head, read[head.c] = head.c, head.res
 	for _, i := range head.c.Overflow {
-		o, err := s.get(ctx, BucketName(n, i))
+		o, err := s.io.get(ctx, BucketName(n, i))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -90,7 +90,7 @@ func (s *Store) place(ctx context.Context, n int, batches []batch, refresh bool)
 		if !retriable(err) || attempt >= maxAttempts {
 			return nil, err
 		}
-		if err := s.backoff(ctx, attempt); err != nil {
+		if err := s.io.backoff(ctx, attempt); err != nil {
 			return nil, err
 		}
 	}
@@ -102,7 +102,7 @@ func (s *Store) place(ctx context.Context, n int, batches []batch, refresh bool)
 func (s *Store) apply(ctx context.Context, n int, p *layout.Placement, read map[*layout.Contents]*apiv3.IPReservation, written map[string]bool) error {
 	var created []int
 	for _, w := range p.Writes {
-		if _, err := s.put(ctx, w.Contents, read[w.Contents]); err != nil {
+		if _, err := s.io.put(ctx, w.Contents, read[w.Contents]); err != nil {
 			return err
 		}
 		for _, ip := range w.Adds {
@@ -134,16 +134,16 @@ func (s *Store) relist(ctx context.Context, n int, idx []int) error {
 			return err
 		}
 		if head != nil {
-			if _, err := s.remove(ctx, head); err != nil {
+			if _, err := s.io.remove(ctx, head); err != nil {
 				return err
 			}
 		}
 		c := layout.NewBucketObject(n, 0)
 		add(c)
-		if _, err = s.put(ctx, c, nil); err == nil || !retriable(err) || attempt >= maxAttempts {
+		if _, err = s.io.put(ctx, c, nil); err == nil || !retriable(err) || attempt >= maxAttempts {
 			return err
 		}
-		if err := s.backoff(ctx, attempt); err != nil {
+		if err := s.io.backoff(ctx, attempt); err != nil {
 			return err
 		}
 	}

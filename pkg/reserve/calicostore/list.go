@@ -17,13 +17,11 @@ import (
 // List returns every reservation in every capo object, whatever the
 // layout, and the objects that do not decode (skipped, never written).
 func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
-	objs, snap, decoded, skipped, err := s.list(ctx, "")
+	objs, snap, decoded, skipped, err := s.io.list(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.snapshot, s.decoded = snap, decoded
-	s.mu.Unlock()
+	s.io.keep(snap, decoded)
 	return withSkipped(layout.Collect(objs), skipped), nil
 }
 
@@ -33,14 +31,14 @@ func (s *Store) List(ctx context.Context) (*reserve.Listing, error) {
 // of what matters complete (a return: the node's own bucket is read
 // fresh); it leaves the snapshot writes start from alone.
 func (s *Store) ListCached(ctx context.Context) (*reserve.Listing, error) {
-	objs, _, _, skipped, err := s.list(ctx, "0")
+	objs, _, _, skipped, err := s.io.list(ctx, "0")
 	if err != nil {
 		return nil, err
 	}
 	return withSkipped(layout.Collect(objs), skipped), nil
 }
 
-func (s *Store) list(ctx context.Context, rv string) ([]*layout.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, []reserve.Unreadable, error) {
+func (s *objectIO) list(ctx context.Context, rv string) ([]*layout.Contents, map[string]*apiv3.IPReservation, map[string]*loaded, []reserve.Unreadable, error) {
 	list, err := s.objs.List(ctx, options.ListOptions{ResourceVersion: rv})
 	var skipped []reserve.Unreadable
 	if partial := PartialList(nil); errors.As(err, &partial) {
@@ -79,25 +77,12 @@ func withSkipped(l *reserve.Listing, skipped []reserve.Unreadable) *reserve.List
 // objects are the snapshot's objects, decoded, by name; a List first if
 // this store has none. They are shared: read them, decode afresh to change.
 func (s *Store) objects(ctx context.Context) ([]*loaded, error) {
-	s.mu.Lock()
-	listed := s.snapshot != nil
-	s.mu.Unlock()
-	if !listed {
+	if !s.io.listed() {
 		if _, err := s.List(ctx); err != nil {
 			return nil, err
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*loaded, 0, len(s.snapshot))
-	for name, res := range s.snapshot {
-		if d := s.decoded[name]; d == nil || d.res != res { // written since the List
-			s.decoded[name] = decode(res)
-		}
-		out = append(out, s.decoded[name])
-	}
-	slices.SortFunc(out, func(a, b *loaded) int { return strings.Compare(a.res.Name, b.res.Name) })
-	return out, nil
+	return s.io.snapshotted(), nil
 }
 
 // maxLegacyShards is how many objects a node could have in the per-node
@@ -116,7 +101,7 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 	}
 	legacy := make(chan legacyRead, 1)
 	go func() {
-		objs, err := s.legacyObjects(ctx, node)
+		objs, err := s.io.legacyObjects(ctx, node)
 		legacy <- legacyRead{objs, err}
 	}()
 	b, _, err := s.loadBucket(ctx, layout.BucketOf(node))
@@ -144,7 +129,7 @@ func (s *Store) ListNode(ctx context.Context, node string) ([]reserve.Entry, err
 
 // legacyObjects are the node's per-node objects of the older layout,
 // <node>-<shard>, up to the first that does not exist.
-func (s *Store) legacyObjects(ctx context.Context, node string) ([]*layout.Contents, error) {
+func (s *objectIO) legacyObjects(ctx context.Context, node string) ([]*layout.Contents, error) {
 	var objs []*layout.Contents
 	for i := 0; i < maxLegacyShards; i++ {
 		l, err := s.get(ctx, LegacyName(node, i))

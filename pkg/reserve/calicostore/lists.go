@@ -53,7 +53,7 @@ func (s *Store) repairLists(ctx context.Context, snap []*loaded, t *reserve.Tidi
 // unlistIfGone takes overflow object i off bucket n's list if it does not
 // exist now: the snapshot may predate its creation.
 func (s *Store) unlistIfGone(ctx context.Context, n, i int) error {
-	if l, err := s.get(ctx, BucketName(n, i)); err != nil || l != nil {
+	if l, err := s.io.get(ctx, BucketName(n, i)); err != nil || l != nil {
 		return err
 	}
 	return s.unlist(ctx, n, i)

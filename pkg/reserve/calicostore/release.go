@@ -41,7 +41,7 @@ func (s *Store) release(ctx context.Context, refs []reserve.Ref, take func(*layo
 		var got []reserve.Ref
 		l, err := s.edit(ctx, res.Name, res, func(c *layout.Contents) bool {
 			got = take(c, set)
-			return s.retireIfEmpty(c) || len(got) > 0
+			return retireIfEmpty(c) || len(got) > 0
 		})
 		if err != nil {
 			return released, err
@@ -111,7 +111,7 @@ func headLast(name string) int {
 
 // retireIfEmpty marks an object that holds nothing and lists nothing as
 // retired, and reports whether it did.
-func (s *Store) retireIfEmpty(c *layout.Contents) bool {
+func retireIfEmpty(c *layout.Contents) bool {
 	if !c.Retirable() {
 		return false
 	}
@@ -125,7 +125,7 @@ func (s *Store) finish(ctx context.Context, l *loaded) error {
 	if l == nil || !l.c.Retired {
 		return nil
 	}
-	if gone, err := s.remove(ctx, l); err != nil || !gone || l.c.Legacy() || l.c.Index == 0 {
+	if gone, err := s.io.remove(ctx, l); err != nil || !gone || l.c.Legacy() || l.c.Index == 0 {
 		return err
 	}
 	return s.unlist(ctx, l.c.Bucket, l.c.Index)
@@ -138,7 +138,7 @@ func (s *Store) finish(ctx context.Context, l *loaded) error {
 func (s *Store) unlist(ctx context.Context, n, i int) error {
 	head, err := s.edit(ctx, BucketName(n, 0), nil, func(c *layout.Contents) bool {
 		unlisted := !c.Retired && c.Unlist(i)
-		return s.retireIfEmpty(c) || unlisted
+		return retireIfEmpty(c) || unlisted
 	})
 	if err == nil {
 		err = s.finish(ctx, head)
@@ -146,7 +146,7 @@ func (s *Store) unlist(ctx context.Context, n, i int) error {
 	if err != nil {
 		return err
 	}
-	if again, err := s.get(ctx, BucketName(n, i)); err != nil || again == nil {
+	if again, err := s.io.get(ctx, BucketName(n, i)); err != nil || again == nil {
 		return err
 	}
 	return s.relist(ctx, n, []int{i})
@@ -162,20 +162,20 @@ func (s *Store) edit(ctx context.Context, name string, from *apiv3.IPReservation
 		var err error
 		if from != nil && attempt == 0 {
 			l = decode(from)
-		} else if l, err = s.get(ctx, name); err != nil || l == nil {
+		} else if l, err = s.io.get(ctx, name); err != nil || l == nil {
 			return nil, err
 		}
 		if !change(l.c) {
 			return l, nil
 		}
-		out, err := s.put(ctx, l.c, l.res)
+		out, err := s.io.put(ctx, l.c, l.res)
 		if err == nil {
 			return out, nil
 		}
 		if !retriable(err) || attempt >= maxAttempts {
 			return nil, err
 		}
-		if err := s.backoff(ctx, attempt); err != nil {
+		if err := s.io.backoff(ctx, attempt); err != nil {
 			return nil, err
 		}
 	}

@@ -35,7 +35,7 @@ func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 		switch {
 		case l.c.Err != nil:
 		case l.c.Retired:
-			errs = append(errs, s.count(&t.Deleted, s.finish(ctx, l)))
+			errs = append(errs, count(&t.Deleted, s.finish(ctx, l)))
 		case l.c.Legacy():
 			if migrating < maxMigrated {
 				n := layout.BucketOf(l.c.Node)
@@ -45,10 +45,10 @@ func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 		case l.c.Retirable(), l.c.Expirable(now):
 			done, err := s.edit(ctx, l.res.Name, l.res, func(c *layout.Contents) bool {
 				expired := c.Expire(now)
-				return s.retireIfEmpty(c) || expired
+				return retireIfEmpty(c) || expired
 			})
 			if err == nil && done != nil && done.c.Retired {
-				err = s.count(&t.Deleted, s.finish(ctx, done))
+				err = count(&t.Deleted, s.finish(ctx, done))
 			}
 			errs = append(errs, err)
 		}
@@ -66,7 +66,7 @@ func (s *Store) Tidy(ctx context.Context) (*reserve.Tidied, error) {
 	return t, errors.Join(errs...)
 }
 
-func (s *Store) count(n *int, err error) error {
+func count(n *int, err error) error {
 	if err == nil {
 		*n++
 	}
@@ -91,14 +91,14 @@ func (s *Store) migrate(ctx context.Context, n int, objs []*loaded) (moved, dele
 		for _, l := range objs {
 			l = decode(l.res) // the snapshot's are shared
 			l.c.Retired = true
-			out, err := s.put(ctx, l.c, l.res)
+			out, err := s.io.put(ctx, l.c, l.res)
 			switch {
 			case err == nil:
 				moved += len(l.c.Entries)
-				_, err = s.remove(ctx, out)
+				_, err = s.io.remove(ctx, out)
 				deleted++
 			case retriable(err):
-				if l, err = s.get(ctx, l.res.Name); l != nil && l.c.Writable() {
+				if l, err = s.io.get(ctx, l.res.Name); l != nil && l.c.Writable() {
 					again = append(again, l)
 				}
 			}
