@@ -7,14 +7,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -29,39 +26,7 @@ import (
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/returns/calicoview"
 	"github.com/capo-net/capo/pkg/selection"
-	"github.com/capo-net/capo/pkg/wire"
 )
-
-// Options are the agent's settings, from flags and the environment.
-type Options struct {
-	NodeName        string
-	Socket          string
-	StateDir        string
-	MetricsAddr     string
-	HealthAddr      string // /healthz, /readyz, /livez; the metrics address serves them too when equal
-	ConfigNamespace string
-	ConfigMap       string
-	DrainInterval   time.Duration
-	SweepInterval   time.Duration // ADD records of gone pods: see sweepAddrs
-	CNIBinDir       string        // where the delegate lives as the agent sees it; "" = as recorded
-
-	// ManageCNI makes the agent install capo-ipam while the node is opted
-	// in and remove it otherwise.
-	ManageCNI      bool
-	CNIConfDir     string
-	CapoIPAMSource string        // the capo-ipam binary to install
-	CNIResync      time.Duration // periodic check of the CNI chain
-	UninstallGrace time.Duration // at exit, for a DaemonSet replaced under the same name; 0 = replaceGrace
-
-	// Dynamic watches Calico's ClusterInformation for its datastore lock;
-	// nil reads it at each readiness probe instead.
-	Dynamic dynamic.Interface
-
-	// CalicoNodeSelector picks calico-node's pods: while one on this node
-	// is replaced, with ManageCNI, the selected pods' addresses are held
-	// (rewrite.go); nil or empty: never.
-	CalicoNodeSelector labels.Selector
-}
 
 // Agent is the composition root: it builds the parts on real clients and
 // runs them. Each part gets only what it uses.
@@ -190,19 +155,6 @@ func (a *Agent) nodeChanged(n *metav1.PartialObjectMetadata) {
 	}
 }
 
-// ipamExtra is what capo-ipam must be told beside its delegate: where this
-// agent listens and keeps state, when not the defaults.
-func ipamExtra(o Options) map[string]any {
-	extra := map[string]any{}
-	if o.Socket != wire.DefaultSocket {
-		extra["agent_socket"] = o.Socket
-	}
-	if o.StateDir != journal.DefaultStateDir {
-		extra["state_dir"] = o.StateDir
-	}
-	return extra
-}
-
 // Run serves until ctx ends or a part fails. The socket opens only once
 // the caches have synced, so no DEL is decided on an empty cache; until
 // then capo-ipam journals, which is safe.
@@ -282,70 +234,13 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	return served, nil
 }
 
-func (a *Agent) onConfig(err error) {
-	if err != nil {
-		a.metrics.configReloads.WithLabelValues("error").Inc()
-		return
-	}
-	a.metrics.configReloads.WithLabelValues("success").Inc()
-}
-
-// serveMetrics serves /metrics, and the probes on their own (loopback)
-// address: a hostNetwork pod's health is nobody's business off the node.
-func (a *Agent) serveMetrics(ctx context.Context) error {
-	mux, err := daemon.MetricsMux(a.metrics.reg, Renamed)
-	if err != nil {
-		return err
-	}
-	mux.Handle("GET "+NodeInfoPath, a.nodeSummary())
-	if a.opts.HealthAddr == "" || a.opts.HealthAddr == a.opts.MetricsAddr {
-		daemon.HandleProbes(mux, a.readiness.ready, a.readiness.live)
-		return daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr")
-	}
-	probes := http.NewServeMux()
-	daemon.HandleProbes(probes, a.readiness.ready, a.readiness.live)
-	errc := make(chan error, 2)
-	go func() { errc <- daemon.Serve(ctx, a.opts.HealthAddr, probes, "health", "--health-addr") }()
-	go func() { errc <- daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr") }()
-	for range 2 {
-		if err := <-errc; err != nil {
-			return err
+// loop runs one of the agent's loops; one that ends while the agent
+// runs makes it not ready.
+func (a *Agent) loop(ctx context.Context, name string, fn func(context.Context)) {
+	go func() {
+		fn(ctx)
+		if ctx.Err() == nil {
+			a.readiness.loopStopped(name)
 		}
-	}
-	return nil
-}
-
-// countLoop keeps the reserved-addresses gauge current.
-func (a *Agent) countLoop(ctx context.Context) {
-	for {
-		a.countReserved(ctx)
-		if !pause.Sleep(ctx, 30*time.Second) {
-			return
-		}
-	}
-}
-
-func (a *Agent) countReserved(ctx context.Context) {
-	entries, err := a.store.ListNode(ctx, a.opts.NodeName)
-	if err != nil {
-		slog.Warn("counting reservations", "err", err)
-		return
-	}
-	a.metrics.reservedIPs.Set(float64(len(entries)))
-	a.held.replace(entries)
-	a.settler.reconcile(ctx, a.settler.reconcilable(ctx, entries), a.cluster.cachedPod, a.ifNameOf)
-}
-
-// ifNameOf is the interface capo-ipam recorded for the sandbox behind a
-// Calico handle, the pod's usual one when no record says.
-func (a *Agent) ifNameOf(handle string) string {
-	recs, err := journal.Dir{Root: a.opts.StateDir}.AddrRecords()
-	if err == nil {
-		for _, r := range recs {
-			if r.Handle() == handle {
-				return r.IfName
-			}
-		}
-	}
-	return "eth0"
+	}()
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // rewriteHold holds this node's selected pods' addresses while calico-node
-// is replaced, and lets go of them once capo is back (rewrite.go).
+// is replaced, and lets go of them once capo is back (rewritewindow.go).
 type rewriteHold struct {
 	node      string
 	window    *rewriteWindow

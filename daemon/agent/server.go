@@ -70,7 +70,7 @@ type server struct {
 	// state dir; nil: none is trusted.
 	records func(network, containerID, ifName string) *journal.AddrRecord
 	// ipam and node: without a record, the sandbox's allocation on this
-	// node names its pod (identity.go).
+	// node names its pod (server_identity.go).
 	ipam IPAM
 	node string
 	// discovered is the Calico API group discovery alone gives, for a call
@@ -181,7 +181,7 @@ func (sv *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 }
 
 // identified decides the teardown of the sandbox the host knows, for the
-// pod the host names (identity.go); one whose handle holds no address on
+// pod the host names (server_identity.go); one whose handle holds no address on
 // this node has nothing to reserve, whatever the request says.
 func (sv *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
 	if err := sv.callGroup(ctx, req.CalicoAPIGroup); err != nil {

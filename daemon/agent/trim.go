@@ -18,7 +18,7 @@ import (
 //	           label), capo's and Calico's annotations, owner references,
 //	           node name, phase, deletion; its addresses, whether they are
 //	           the host's, and whether its init containers have run
-//	           (calico-node's replacement, rewrite.go)
+//	           (calico-node's replacement, rewritewindow.go)
 //	namespace  labels (capo's, and any an IPPool's namespaceSelector
 //	           names, judged when a returning pod is offered its
 //	           address); Calico's annotations (served to capo-ipam)

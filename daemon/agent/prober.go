@@ -176,14 +176,3 @@ func wrapProbe(op, name string, err error) error {
 	}
 	return fmt.Errorf("probe: %s reservation object %s (check the agent's RBAC and any admission policy or webhook on ipreservations): %w", op, name, err)
 }
-
-// loop runs one of the agent's loops; one that ends while the agent
-// runs makes it not ready.
-func (a *Agent) loop(ctx context.Context, name string, fn func(context.Context)) {
-	go func() {
-		fn(ctx)
-		if ctx.Err() == nil {
-			a.readiness.loopStopped(name)
-		}
-	}()
-}
