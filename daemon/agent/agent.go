@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"github.com/capo-net/capo/daemon/agent/cnichain"
 	"log/slog"
 	"os"
 	"time"
@@ -42,10 +43,10 @@ type Agent struct {
 	server  *server
 	drainer *drainer
 	sweeper *sweeper
-	cni     *cniManager  // nil without --manage-cni
-	rewrite *rewriteHold // nil without the CNI manager or a calico-node selector
-	held    *heldIndex   // pods with reservations on this node, for returns
-	settler *settler     // ends returned addresses' reservations
+	cni     *cnichain.Manager // nil without --manage-cni
+	rewrite *rewriteHold      // nil without the CNI manager or a calico-node selector
+	held    *heldIndex        // pods with reservations on this node, for returns
+	settler *settler          // ends returned addresses' reservations
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
 	readiness *readiness // what /readyz says: can the agent reserve now
@@ -103,12 +104,9 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
 	}
 	if opts.ManageCNI {
-		a.cni = &cniManager{
-			node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied, journal: j,
-			trigger: make(chan struct{}, 1), opts: install.Options{
-				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
-			},
-		}
+		a.cni = cnichain.New(a.cluster.Node, install.Options{
+			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
+		}, opts.CNIResync, cnichain.Metrics{Installed: a.metrics.cniInstalled, Reapplied: a.metrics.cniReapplied, Errors: a.metrics.cniErrors}, a.reapplied, j)
 	}
 	if a.rewrite = newRewriteHold(a, a.gate.IPAM(calico.IPAM()), j, timeout); a.rewrite != nil {
 		dec.reserved = func(es []reserve.Entry) { a.held.add(es); a.rewrite.teardown(es) }
@@ -151,7 +149,7 @@ func (a *Agent) nodeChanged(n *metav1.PartialObjectMetadata) {
 	}
 	a.metrics.nodeOptedIn.Set(in)
 	if a.cni != nil {
-		a.cni.poke()
+		a.cni.Poke()
 	}
 }
 
@@ -161,13 +159,13 @@ func (a *Agent) nodeChanged(n *metav1.PartialObjectMetadata) {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var cniDone chan struct{} // closed when the CNI manager returned; nil without one
-	var rm *removal
+	var rm *cnichain.Removal
 	defer func() {
 		a.readiness.stop()
 		cancel() // first: the CNI manager waits for it
 		if cniDone != nil {
 			<-cniDone
-			a.cni.onExit(rm)
+			a.cni.OnExit(rm)
 		}
 	}()
 	// Named before anything can stall (caches, the datastore): an agent
@@ -181,13 +179,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	if a.cni != nil {
-		rm = newRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
-		if a.opts.UninstallGrace > 0 {
-			rm.grace = a.opts.UninstallGrace
-		}
-		go rm.watch(ctx)
+		rm = cnichain.NewRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), a.opts.UninstallGrace)
+		go rm.Watch(ctx)
 		cniDone = make(chan struct{})
-		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.run(ctx); close(cniDone) })
+		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.Run(ctx); close(cniDone) })
 	}
 	a.readiness.serve()
 	daemon.ReleaseStartupMemory()

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"net"
 	"path/filepath"
 	"testing"
@@ -120,4 +122,10 @@ func (readyClusterInfo) Get(context.Context, string, options.GetOptions) (*apiv3
 
 func (fakeCalico) ClusterInformation() clientv3.ClusterInformationInterface {
 	return readyClusterInfo{}
+}
+
+func metaScheme() *runtime.Scheme {
+	s := metadatafake.NewTestScheme()
+	_ = metav1.AddMetaToScheme(s)
+	return s
 }
