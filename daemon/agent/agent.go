@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"github.com/capo-net/capo/daemon/agent/cnichain"
+	"github.com/capo-net/capo/daemon/agent/readiness"
 	"log/slog"
 	"os"
 	"time"
@@ -49,8 +50,8 @@ type Agent struct {
 	settler *settler          // ends returned addresses' reservations
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
-	readiness *readiness // what /readyz says: can the agent reserve now
-	prober    *prober
+	readiness *readiness.Readiness // what /readyz says: can the agent reserve now
+	prober    *readiness.Prober
 	lock      *gate.Lock // Calico's datastore lock
 	gate      *gate.Gate // holds Calico's reads and writes back while it cannot be used
 }
@@ -65,23 +66,20 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		metrics:   newMetrics(),
 		reapplied: make(chan struct{}, 1),
 	}
-	a.readiness = newReadiness(a.metrics, time.Now)
+	a.readiness = readiness.New(&readiness.Metrics{CanReserve: a.metrics.canReserve, NotReady: a.metrics.notReady}, time.Now)
 	// Calico's datastore lock wakes the prober, so that the agent turns
 	// not ready (and refuses to write) within the prober's short retry.
 	m, _ := apigroup.InForce()
-	a.lock = gate.NewLock(m, opts.Dynamic, gate.ClusterInfoReady(calico), a.readiness.poke)
-	a.gate = newGate(kube.Discovery(), opts.quietNetconfGroup, a.lock)
-	a.readiness.gate = a.gate
+	a.lock = gate.NewLock(m, opts.Dynamic, gate.ClusterInfoReady(calico), a.readiness.Poke)
+	a.gate = readiness.NewGate(kube.Discovery(), opts.quietNetconfGroup, a.lock)
+	a.readiness.UseGate(a.gate)
 	objects := calicostore.New(calico, reserve.DefaultLimits)
-	a.store = a.gate.Store(watchedStore{Store: objects, r: a.readiness})
+	a.store = a.gate.Store(a.readiness.Watch(objects))
 	cfg := a.config.Get
 	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
 	timeout := func() time.Duration { return cfg().ReserveTimeout }
-	a.prober = &prober{
-		objs: calico.IPReservations(), bucket: calicostore.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
-		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout, gate: a.gate,
-	}
+	a.prober = readiness.NewProber(calico.IPReservations(), calicostore.BucketOf(opts.NodeName), a.batcher, a.readiness, cfg().ReserveTimeout, a.gate)
 	dec := &decider{
 		cluster: a.cluster, ipam: a.gate.IPAM(calico.IPAM()), reserve: a.batcher,
 		selectors: func() []selection.Selector { return cfg().Selectors },
@@ -161,7 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var cniDone chan struct{} // closed when the CNI manager returned; nil without one
 	var rm *cnichain.Removal
 	defer func() {
-		a.readiness.stop()
+		a.readiness.Stop()
 		cancel() // first: the CNI manager waits for it
 		if cniDone != nil {
 			<-cniDone
@@ -184,7 +182,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		cniDone = make(chan struct{})
 		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.Run(ctx); close(cniDone) })
 	}
-	a.readiness.serve()
+	a.readiness.Serve()
 	daemon.ReleaseStartupMemory()
 	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr, "health", a.opts.HealthAddr)
 	select {
@@ -219,7 +217,7 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	served = make(chan struct{})
 	go func() { errc <- a.server.serve(ctx, l); close(served) }()
 	go a.lock.Run(ctx)
-	a.loop(ctx, "prober", a.prober.run)
+	a.loop(ctx, "prober", a.prober.Run)
 	a.loop(ctx, "drainer", a.drainer.run)
 	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })
 	a.loop(ctx, "counter", a.countLoop)
@@ -235,7 +233,7 @@ func (a *Agent) loop(ctx context.Context, name string, fn func(context.Context))
 	go func() {
 		fn(ctx)
 		if ctx.Err() == nil {
-			a.readiness.loopStopped(name)
+			a.readiness.LoopStopped(name)
 		}
 	}()
 }

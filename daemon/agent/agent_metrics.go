@@ -28,11 +28,11 @@ func (a *Agent) serveMetrics(ctx context.Context) error {
 	}
 	mux.Handle("GET "+NodeInfoPath, a.nodeSummary())
 	if a.opts.HealthAddr == "" || a.opts.HealthAddr == a.opts.MetricsAddr {
-		daemon.HandleProbes(mux, a.readiness.ready, a.readiness.live)
+		daemon.HandleProbes(mux, a.readiness.Ready, a.readiness.Live)
 		return daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr")
 	}
 	probes := http.NewServeMux()
-	daemon.HandleProbes(probes, a.readiness.ready, a.readiness.live)
+	daemon.HandleProbes(probes, a.readiness.Ready, a.readiness.Live)
 	errc := make(chan error, 2)
 	go func() { errc <- daemon.Serve(ctx, a.opts.HealthAddr, probes, "health", "--health-addr") }()
 	go func() { errc <- daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr") }()
