@@ -23,7 +23,7 @@ import (
 
 // Cluster is the part of the cluster a decision reads: this node, a
 // namespace, a pod. Node and namespace are metadata only, and every object
-// is trimmed to what capo reads (trim.go).
+// is trimmed to what capo reads (kubecache/trim.go).
 type Cluster interface {
 	Node() *metav1.PartialObjectMetadata
 	Namespace(name string) *metav1.PartialObjectMetadata
