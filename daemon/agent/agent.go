@@ -6,15 +6,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"github.com/capo-net/capo/daemon/agent/cnichain"
+	"github.com/capo-net/capo/daemon/agent/readiness"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -29,39 +28,7 @@ import (
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
 	"github.com/capo-net/capo/pkg/returns/calicoview"
 	"github.com/capo-net/capo/pkg/selection"
-	"github.com/capo-net/capo/pkg/wire"
 )
-
-// Options are the agent's settings, from flags and the environment.
-type Options struct {
-	NodeName        string
-	Socket          string
-	StateDir        string
-	MetricsAddr     string
-	HealthAddr      string // /healthz, /readyz, /livez; the metrics address serves them too when equal
-	ConfigNamespace string
-	ConfigMap       string
-	DrainInterval   time.Duration
-	SweepInterval   time.Duration // ADD records of gone pods: see sweepAddrs
-	CNIBinDir       string        // where the delegate lives as the agent sees it; "" = as recorded
-
-	// ManageCNI makes the agent install capo-ipam while the node is opted
-	// in and remove it otherwise.
-	ManageCNI      bool
-	CNIConfDir     string
-	CapoIPAMSource string        // the capo-ipam binary to install
-	CNIResync      time.Duration // periodic check of the CNI chain
-	UninstallGrace time.Duration // at exit, for a DaemonSet replaced under the same name; 0 = replaceGrace
-
-	// Dynamic watches Calico's ClusterInformation for its datastore lock;
-	// nil reads it at each readiness probe instead.
-	Dynamic dynamic.Interface
-
-	// CalicoNodeSelector picks calico-node's pods: while one on this node
-	// is replaced, with ManageCNI, the selected pods' addresses are held
-	// (rewrite.go); nil or empty: never.
-	CalicoNodeSelector labels.Selector
-}
 
 // Agent is the composition root: it builds the parts on real clients and
 // runs them. Each part gets only what it uses.
@@ -77,14 +44,14 @@ type Agent struct {
 	server  *server
 	drainer *drainer
 	sweeper *sweeper
-	cni     *cniManager  // nil without --manage-cni
-	rewrite *rewriteHold // nil without the CNI manager or a calico-node selector
-	held    *heldIndex   // pods with reservations on this node, for returns
-	settler *settler     // ends returned addresses' reservations
+	cni     *cnichain.Manager // nil without --manage-cni
+	rewrite *rewriteHold      // nil without the CNI manager or a calico-node selector
+	held    *heldIndex        // pods with reservations on this node, for returns
+	settler *settler          // ends returned addresses' reservations
 	// reapplied carries the CNI manager's re-applies to the sweeper.
 	reapplied chan struct{}
-	readiness *readiness // what /readyz says: can the agent reserve now
-	prober    *prober
+	readiness *readiness.Readiness // what /readyz says: can the agent reserve now
+	prober    *readiness.Prober
 	lock      *gate.Lock // Calico's datastore lock
 	gate      *gate.Gate // holds Calico's reads and writes back while it cannot be used
 }
@@ -99,23 +66,20 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		metrics:   newMetrics(),
 		reapplied: make(chan struct{}, 1),
 	}
-	a.readiness = newReadiness(a.metrics, time.Now)
+	a.readiness = readiness.New(&readiness.Metrics{CanReserve: a.metrics.canReserve, NotReady: a.metrics.notReady}, time.Now)
 	// Calico's datastore lock wakes the prober, so that the agent turns
 	// not ready (and refuses to write) within the prober's short retry.
 	m, _ := apigroup.InForce()
-	a.lock = gate.NewLock(m, opts.Dynamic, gate.ClusterInfoReady(calico), a.readiness.poke)
-	a.gate = newGate(kube.Discovery(), opts.quietNetconfGroup, a.lock)
-	a.readiness.gate = a.gate
+	a.lock = gate.NewLock(m, opts.Dynamic, gate.ClusterInfoReady(calico), a.readiness.Poke)
+	a.gate = readiness.NewGate(kube.Discovery(), opts.quietNetconfGroup, a.lock)
+	a.readiness.UseGate(a.gate)
 	objects := calicostore.New(calico, reserve.DefaultLimits)
-	a.store = a.gate.Store(watchedStore{Store: objects, r: a.readiness})
+	a.store = a.gate.Store(a.readiness.Watch(objects))
 	cfg := a.config.Get
 	a.cluster = newInformerCluster(kube, meta, opts.NodeName, func() time.Duration { return cfg().DeletedPodMemory }, time.Now)
 	a.batcher = reserve.NewBatcher(a.store, opts.NodeName, func() time.Duration { return cfg().ReserveTimeout })
 	timeout := func() time.Duration { return cfg().ReserveTimeout }
-	a.prober = &prober{
-		objs: calico.IPReservations(), bucket: calicostore.BucketOf(opts.NodeName), batcher: a.batcher, r: a.readiness,
-		every: probeEvery, retry: probeRetry, timeout: cfg().ReserveTimeout, gate: a.gate,
-	}
+	a.prober = readiness.NewProber(calico.IPReservations(), calicostore.BucketOf(opts.NodeName), a.batcher, a.readiness, cfg().ReserveTimeout, a.gate)
 	dec := &decider{
 		cluster: a.cluster, ipam: a.gate.IPAM(calico.IPAM()), reserve: a.batcher,
 		selectors: func() []selection.Selector { return cfg().Selectors },
@@ -138,12 +102,9 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
 	}
 	if opts.ManageCNI {
-		a.cni = &cniManager{
-			node: a.cluster.Node, kube: kube, resync: opts.CNIResync, metrics: a.metrics, reapplied: a.reapplied, journal: j,
-			trigger: make(chan struct{}, 1), opts: install.Options{
-				CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
-			},
-		}
+		a.cni = cnichain.New(a.cluster.Node, install.Options{
+			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
+		}, opts.CNIResync, cnichain.Metrics{Installed: a.metrics.cniInstalled, Reapplied: a.metrics.cniReapplied, Errors: a.metrics.cniErrors}, a.reapplied, j)
 	}
 	if a.rewrite = newRewriteHold(a, a.gate.IPAM(calico.IPAM()), j, timeout); a.rewrite != nil {
 		dec.reserved = func(es []reserve.Entry) { a.held.add(es); a.rewrite.teardown(es) }
@@ -186,21 +147,8 @@ func (a *Agent) nodeChanged(n *metav1.PartialObjectMetadata) {
 	}
 	a.metrics.nodeOptedIn.Set(in)
 	if a.cni != nil {
-		a.cni.poke()
+		a.cni.Poke()
 	}
-}
-
-// ipamExtra is what capo-ipam must be told beside its delegate: where this
-// agent listens and keeps state, when not the defaults.
-func ipamExtra(o Options) map[string]any {
-	extra := map[string]any{}
-	if o.Socket != wire.DefaultSocket {
-		extra["agent_socket"] = o.Socket
-	}
-	if o.StateDir != journal.DefaultStateDir {
-		extra["state_dir"] = o.StateDir
-	}
-	return extra
 }
 
 // Run serves until ctx ends or a part fails. The socket opens only once
@@ -209,13 +157,13 @@ func ipamExtra(o Options) map[string]any {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var cniDone chan struct{} // closed when the CNI manager returned; nil without one
-	var rm *removal
+	var rm *cnichain.Removal
 	defer func() {
-		a.readiness.stop()
+		a.readiness.Stop()
 		cancel() // first: the CNI manager waits for it
 		if cniDone != nil {
 			<-cniDone
-			a.cni.onExit(rm)
+			a.cni.OnExit(rm)
 		}
 	}()
 	// Named before anything can stall (caches, the datastore): an agent
@@ -229,15 +177,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	if a.cni != nil {
-		rm = newRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"))
-		if a.opts.UninstallGrace > 0 {
-			rm.grace = a.opts.UninstallGrace
-		}
-		go rm.watch(ctx)
+		rm = cnichain.NewRemoval(a.kube, a.meta, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"), a.opts.UninstallGrace)
+		go rm.Watch(ctx)
 		cniDone = make(chan struct{})
-		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.run(ctx); close(cniDone) })
+		a.loop(ctx, "cni", func(ctx context.Context) { a.cni.Run(ctx); close(cniDone) })
 	}
-	a.readiness.serve()
+	a.readiness.Serve()
 	daemon.ReleaseStartupMemory()
 	slog.Info("capo-agent serving; ready once a reservation write lands", "node", a.opts.NodeName, "socket", a.opts.Socket, "metrics", a.opts.MetricsAddr, "health", a.opts.HealthAddr)
 	select {
@@ -272,7 +217,7 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	served = make(chan struct{})
 	go func() { errc <- a.server.serve(ctx, l); close(served) }()
 	go a.lock.Run(ctx)
-	a.loop(ctx, "prober", a.prober.run)
+	a.loop(ctx, "prober", a.prober.Run)
 	a.loop(ctx, "drainer", a.drainer.run)
 	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })
 	a.loop(ctx, "counter", a.countLoop)
@@ -282,70 +227,13 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	return served, nil
 }
 
-func (a *Agent) onConfig(err error) {
-	if err != nil {
-		a.metrics.configReloads.WithLabelValues("error").Inc()
-		return
-	}
-	a.metrics.configReloads.WithLabelValues("success").Inc()
-}
-
-// serveMetrics serves /metrics, and the probes on their own (loopback)
-// address: a hostNetwork pod's health is nobody's business off the node.
-func (a *Agent) serveMetrics(ctx context.Context) error {
-	mux, err := daemon.MetricsMux(a.metrics.reg, Renamed)
-	if err != nil {
-		return err
-	}
-	mux.Handle("GET "+NodeInfoPath, a.nodeSummary())
-	if a.opts.HealthAddr == "" || a.opts.HealthAddr == a.opts.MetricsAddr {
-		daemon.HandleProbes(mux, a.readiness.ready, a.readiness.live)
-		return daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr")
-	}
-	probes := http.NewServeMux()
-	daemon.HandleProbes(probes, a.readiness.ready, a.readiness.live)
-	errc := make(chan error, 2)
-	go func() { errc <- daemon.Serve(ctx, a.opts.HealthAddr, probes, "health", "--health-addr") }()
-	go func() { errc <- daemon.Serve(ctx, a.opts.MetricsAddr, mux, "metrics", "--metrics-addr") }()
-	for range 2 {
-		if err := <-errc; err != nil {
-			return err
+// loop runs one of the agent's loops; one that ends while the agent
+// runs makes it not ready.
+func (a *Agent) loop(ctx context.Context, name string, fn func(context.Context)) {
+	go func() {
+		fn(ctx)
+		if ctx.Err() == nil {
+			a.readiness.LoopStopped(name)
 		}
-	}
-	return nil
-}
-
-// countLoop keeps the reserved-addresses gauge current.
-func (a *Agent) countLoop(ctx context.Context) {
-	for {
-		a.countReserved(ctx)
-		if !pause.Sleep(ctx, 30*time.Second) {
-			return
-		}
-	}
-}
-
-func (a *Agent) countReserved(ctx context.Context) {
-	entries, err := a.store.ListNode(ctx, a.opts.NodeName)
-	if err != nil {
-		slog.Warn("counting reservations", "err", err)
-		return
-	}
-	a.metrics.reservedIPs.Set(float64(len(entries)))
-	a.held.replace(entries)
-	a.settler.reconcile(ctx, a.settler.reconcilable(ctx, entries), a.cluster.cachedPod, a.ifNameOf)
-}
-
-// ifNameOf is the interface capo-ipam recorded for the sandbox behind a
-// Calico handle, the pod's usual one when no record says.
-func (a *Agent) ifNameOf(handle string) string {
-	recs, err := journal.Dir{Root: a.opts.StateDir}.AddrRecords()
-	if err == nil {
-		for _, r := range recs {
-			if r.Handle() == handle {
-				return r.IfName
-			}
-		}
-	}
-	return "eth0"
+	}()
 }

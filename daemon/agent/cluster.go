@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,12 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
@@ -24,7 +23,7 @@ import (
 
 // Cluster is the part of the cluster a decision reads: this node, a
 // namespace, a pod. Node and namespace are metadata only, and every object
-// is trimmed to what capo reads (trim.go).
+// is trimmed to what capo reads (kubecache/trim.go).
 type Cluster interface {
 	Node() *metav1.PartialObjectMetadata
 	Namespace(name string) *metav1.PartialObjectMetadata
@@ -93,27 +92,14 @@ var _ Cluster = (*informerCluster)(nil)
 // images, conditions and addresses) never reach the agent.
 func newInformerCluster(kube kubernetes.Interface, meta metadata.Interface, nodeName string, memory func() time.Duration, now func() time.Time) *informerCluster {
 	f := &informerCluster{kube: kube, nodeName: nodeName, memory: memory, now: now, deleted: map[types.UID]tombstone{}}
-	onNode := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	onNode := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(kubecache.TrimPod), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
 	}))
 	f.pods = onNode.Core().V1().Pods().Informer()
-	f.nodes = metaInformer(meta, corev1.SchemeGroupVersion.WithResource("nodes"), "", fields.OneTermEqualSelector("metadata.name", nodeName), trimNode)
-	f.namespaces = metaInformer(meta, corev1.SchemeGroupVersion.WithResource("namespaces"), "", nil, trimNamespace)
+	f.nodes = kubecache.MetaInformer(meta, corev1.SchemeGroupVersion.WithResource("nodes"), "", fields.OneTermEqualSelector("metadata.name", nodeName), kubecache.TrimNode)
+	f.namespaces = kubecache.MetaInformer(meta, corev1.SchemeGroupVersion.WithResource("namespaces"), "", nil, kubecache.TrimNamespace)
 	_, _ = f.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: f.remember})
 	return f
-}
-
-// metaInformer follows the metadata of a resource, in namespace ("" for
-// all or cluster-scoped), of the objects sel selects (nil: all).
-func metaInformer(meta metadata.Interface, gvr schema.GroupVersionResource, namespace string, sel fields.Selector, trim cache.TransformFunc) cache.SharedIndexInformer {
-	tweak := func(o *metav1.ListOptions) {
-		if sel != nil {
-			o.FieldSelector = sel.String()
-		}
-	}
-	inf := metadatainformer.NewFilteredMetadataInformer(meta, gvr, namespace, 0, cache.Indexers{}, tweak).Informer()
-	_ = inf.SetTransform(trim) // fails only once the informer runs
-	return inf
 }
 
 // run starts the informers and reports when their caches are synced.

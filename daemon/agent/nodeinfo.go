@@ -3,12 +3,9 @@ package agent
 import (
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/redact"
@@ -60,16 +57,6 @@ type JournalEntry struct {
 	Record  *journal.Record `json:"record,omitempty"`
 	Netconf json.RawMessage `json:"netconf,omitempty"`
 	Error   string          `json:"error,omitempty"`
-}
-
-// nodeSummaryTTL is how long one reading of the node's files answers
-// NodeInfoPath: a client polling it costs the node nothing more.
-const nodeSummaryTTL = 5 * time.Second
-
-// nodeSummary serves NodeInfoPath from a cache.
-func (a *Agent) nodeSummary() http.Handler {
-	j := journal.Dir{Root: a.opts.StateDir}
-	return daemon.CachedJSON(nodeSummaryTTL, func() any { return nodeInfo(a.opts.NodeName, a.opts.CNIConfDir, j).summary() })
 }
 
 // WriteNodeInfo prints the full node view (NodeInfoCommand) to w.

@@ -19,7 +19,7 @@ import (
 )
 
 // rewriteHold holds this node's selected pods' addresses while calico-node
-// is replaced, and lets go of them once capo is back (rewrite.go).
+// is replaced, and lets go of them once capo is back (rewritewindow.go).
 type rewriteHold struct {
 	node      string
 	window    *rewriteWindow
@@ -96,7 +96,7 @@ func newRewriteHold(a *Agent, r ipam.Reader, j journal.Dir, timeout func() time.
 		node:    a.opts.NodeName,
 		window:  &rewriteWindow{selector: sel, pods: a.cluster.nodePods, now: time.Now},
 		cluster: a.cluster, cachedPod: a.cluster.cachedPod, selectors: func() []selection.Selector { return a.config.Get().Selectors },
-		reserve: a.batcher, store: a.store, ipam: r, records: j.AddrRecords, installed: a.cni.inChain,
+		reserve: a.batcher, store: a.store, ipam: r, records: j.AddrRecords, installed: a.cni.InChain,
 		guard: a.settler.guard, held: a.held.add, metrics: a.metrics, timeout: timeout, now: time.Now,
 		every: time.Second, trigger: make(chan struct{}, 1),
 	}

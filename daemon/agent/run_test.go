@@ -3,8 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,7 +77,7 @@ func TestRunReturnsAFatalErrorWithCNIManagementOn(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return within 15 s of a fatal error")
 	}
-	if ok, why := a.readiness.ready(); ok {
+	if ok, why := a.readiness.Ready(); ok {
 		t.Fatalf("ready after Run returned: %q", why)
 	}
 }
@@ -86,9 +89,9 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
-	for ok, _ := a.readiness.ready(); !ok; ok, _ = a.readiness.ready() {
+	for ok, _ := a.readiness.Ready(); !ok; ok, _ = a.readiness.Ready() {
 		if time.Now().After(deadline) {
-			_, why := a.readiness.ready()
+			_, why := a.readiness.Ready()
 			t.Fatalf("not ready: %s", why)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -102,7 +105,9 @@ func TestRunStopsWithItsContext(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not return within 15 s of its context ending")
 	}
-	wantReady(t, a.readiness, false, reasonStopping)
+	if ok, why := a.readiness.Ready(); ok || !strings.Contains(why, "(stopping)") {
+		t.Fatalf("readiness after Run returned: %v %q, want not ready (stopping)", ok, why)
+	}
 }
 
 // readyClusterInfo is a datastore calico-node initialised and Calico has
@@ -120,4 +125,10 @@ func (readyClusterInfo) Get(context.Context, string, options.GetOptions) (*apiv3
 
 func (fakeCalico) ClusterInformation() clientv3.ClusterInformationInterface {
 	return readyClusterInfo{}
+}
+
+func metaScheme() *runtime.Scheme {
+	s := metadatafake.NewTestScheme()
+	_ = metav1.AddMetaToScheme(s)
+	return s
 }

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +70,7 @@ type server struct {
 	// state dir; nil: none is trusted.
 	records func(network, containerID, ifName string) *journal.AddrRecord
 	// ipam and node: without a record, the sandbox's allocation on this
-	// node names its pod (identity.go).
+	// node names its pod (server_identity.go).
 	ipam IPAM
 	node string
 	// discovered is the Calico API group discovery alone gives, for a call
@@ -181,7 +181,7 @@ func (sv *server) handleReserve(w http.ResponseWriter, r *http.Request) {
 }
 
 // identified decides the teardown of the sandbox the host knows, for the
-// pod the host names (identity.go); one whose handle holds no address on
+// pod the host names (server_identity.go); one whose handle holds no address on
 // this node has nothing to reserve, whatever the request says.
 func (sv *server) identified(ctx context.Context, req *wire.ReserveRequest) (*wire.ReserveResponse, error) {
 	if err := sv.callGroup(ctx, req.CalicoAPIGroup); err != nil {
@@ -217,7 +217,7 @@ func (sv *server) handleAnnotations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	selectors := sv.selectors()
-	resp := wire.AnnotationsResponse{Namespace: calicoOnly(ns.Annotations), Pod: calicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
+	resp := wire.AnnotationsResponse{Namespace: kubecache.CalicoOnly(ns.Annotations), Pod: kubecache.CalicoOnly(pod.Annotations), Decision: atAdd(ns, pod, selectors)}
 	// Only a pod scheduled to this node has its sandbox added here: any
 	// other is a request capo-ipam did not send, and is offered nothing.
 	if pod.Spec.NodeName == sv.node {
@@ -248,17 +248,6 @@ func atAdd(ns *metav1.PartialObjectMetadata, pod *corev1.Pod, selectors []select
 	out := &wire.Decision{Selected: d.Verdict == selection.Selected, Rule: d.Rule}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		out.Owner = &wire.Owner{Kind: owners.KeyOf(*ref), Name: ref.Name, UID: string(ref.UID)}
-	}
-	return out
-}
-
-// calicoOnly keeps the annotations the calico plugin reads for IPAM.
-func calicoOnly(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if strings.HasPrefix(k, "cni.projectcalico.org/") {
-			out[k] = v
-		}
 	}
 	return out
 }

@@ -19,7 +19,7 @@ import (
 
 // settler carries out what capo-ipam reports of an offer: it takes the
 // offer, records what was reclaimed or fell back, and ends a returned
-// address's reservation once Calico shows the pod up with it (returned.go),
+// address's reservation once Calico shows the pod up with it (settler_returned.go),
 // or, with no report heard, once a reconcile sees it so.
 type settler struct {
 	node      string

@@ -1,4 +1,4 @@
-package agent
+package readiness
 
 import (
 	"context"
@@ -22,14 +22,14 @@ func TestAgentWritesNothingWhileCalicoIsLocked(t *testing.T) {
 	kube := fake.NewClientset()
 	serveCalicoV1(t, kube)
 	ready := true
-	r := newReadiness(nil, time.Now)
+	r := New(nil, time.Now)
 	m, _ := apigroup.InForce()
-	l := gate.NewLock(m, nil, func(context.Context) (*bool, error) { return &ready, nil }, r.poke)
-	g := newGate(kube.Discovery(), nil, l)
+	l := gate.NewLock(m, nil, func(context.Context) (*bool, error) { return &ready, nil }, r.Poke)
+	g := NewGate(kube.Discovery(), nil, l)
 	r.gate = g
-	p := &prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, gate: g}
+	p := &Prober{objs: reservetest.NewObjects(), r: r, every: probeEvery, retry: probeRetry, timeout: probeEvery, gate: g}
 	p.once(context.Background())
-	r.serve()
+	r.Serve()
 	if ok, reason, detail := r.state(); !ok {
 		t.Fatalf("not ready with Calico unlocked: %s %s", reason, detail)
 	}

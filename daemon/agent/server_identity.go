@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"log/slog"
 	"net/netip"
 
@@ -141,4 +142,29 @@ func podName(p wire.PodRef) string {
 		s += " (uid " + p.UID + ")"
 	}
 	return s
+}
+
+// callGroup refuses a teardown whose capo-ipam call uses another Calico
+// API group than this agent: the reservation would be where calico-ipam
+// does not read, and capo-ipam would release the address. A call that
+// names none is in the group discovery gives, as calico-ipam decides then.
+func (sv *server) callGroup(ctx context.Context, group string) error {
+	m, ok := apigroup.InForce()
+	if !ok || m.Source == apigroup.SourceEtcd {
+		return nil
+	}
+	if group == "" {
+		if m.Source == apigroup.SourceDiscovery || sv.discovered == nil {
+			return nil // calico-ipam decides by discovery, as this agent did
+		}
+		g, err := sv.discovered(ctx)
+		if err != nil {
+			return fmt.Errorf("telling the Calico API group calico-ipam uses on this call (by discovery): %w", err)
+		}
+		group = g
+	}
+	if err := apigroup.Agrees(m, group); err != nil {
+		return fmt.Errorf("capo-ipam's call uses Calico's API group %s, this agent %s: nothing is reserved where calico-ipam would not read it, and the teardown is journaled with its address kept: %w", group, m, err)
+	}
+	return nil
 }

@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/journal"
@@ -183,4 +183,19 @@ func (dr *drainer) replay(ctx context.Context, name string, rec *journal.Record)
 	slog.Info("journaled DEL replayed", "pod", r.Pod.Namespace+"/"+r.Pod.Name, "outcome", resp.Outcome, "ips", resp.IPs,
 		"waited", time.Since(rec.Created).Round(time.Second))
 	return true
+}
+
+// replayGroup keeps a journaled teardown whose call named another Calico
+// API group than this agent decided by discovery alone: nothing tells it
+// which is the node's. An agent told its group (CALICO_API_GROUP, the
+// node's calico_api_group) replays in that group (apigroup.InGroup).
+func replayGroup(rec *journal.Record) error {
+	m, ok := apigroup.InForce()
+	if !ok || m.Source != apigroup.SourceDiscovery {
+		return nil
+	}
+	if err := apigroup.Agrees(m, rec.Request.CalicoAPIGroup); err != nil {
+		return fmt.Errorf("the journaled call used Calico's API group %s, this agent %s: set %s to the node's group: %w", rec.Request.CalicoAPIGroup, m, apigroup.EnvGroup, err)
+	}
+	return nil
 }

@@ -1,7 +1,8 @@
-package agent
+package cnichain
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,14 +47,14 @@ func replaceDaemonSet(t *testing.T, kube *fake.Clientset, meta *metadatafake.Fak
 	}
 }
 
-func watchedRemoval(t *testing.T, grace time.Duration) (*removal, *fake.Clientset, *metadatafake.FakeMetadataClient, *appsv1.DaemonSet) {
+func watchedRemoval(t *testing.T, grace time.Duration) (*Removal, *fake.Clientset, *metadatafake.FakeMetadataClient, *appsv1.DaemonSet) {
 	pod, ds := agentPodAndSet()
 	kube, meta := fake.NewClientset(pod, ds), metaOf(ds)
-	r := newRemoval(kube, meta, pod.Namespace, pod.Name)
+	r := NewRemoval(kube, meta, pod.Namespace, pod.Name, 0)
 	r.grace = grace
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go r.watch(ctx)
+	go r.Watch(ctx)
 	time.Sleep(200 * time.Millisecond) // the watch is open
 	return r, kube, meta, ds
 }
@@ -104,7 +105,7 @@ func TestUninstallKeepsTheADDRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	orig, err := os.ReadFile("../../install/testdata/calico-manifest.conflist")
+	orig, err := os.ReadFile("../../../install/testdata/calico-manifest.conflist")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +127,21 @@ func TestUninstallKeepsTheADDRecords(t *testing.T) {
 	}
 	r, kube, meta, ds := watchedRemoval(t, 100*time.Millisecond)
 	replaceDaemonSet(t, kube, meta, ds, -1)
-	m := &cniManager{opts: opts, metrics: newMetrics(), journal: j}
-	m.onExit(r)
+	m := &Manager{opts: opts, metrics: testMetrics(), journal: j}
+	m.OnExit(r)
 	if got, _ := os.ReadFile(filepath.Join(conf, "10-calico.conflist")); string(got) != string(orig) {
 		t.Fatal("the chain was not restored")
 	}
 	if recs, _ := j.AddrRecords(); len(recs) != 1 {
 		t.Fatalf("%d ADD records after the uninstall, want 1 kept", len(recs))
+	}
+}
+
+// testMetrics are the manager's metrics, on no registry.
+func testMetrics() Metrics {
+	return Metrics{
+		Installed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "installed"}),
+		Reapplied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "reapplied"}, []string{"what"}),
+		Errors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "errors"}),
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package cnichain
 
 import (
 	"context"
@@ -47,11 +47,11 @@ func metaScheme() *runtime.Scheme {
 func TestRemovalSeenByTheWatchSurvivesLostRBAC(t *testing.T) {
 	pod, ds := agentPodAndSet()
 	kube, meta := fake.NewClientset(pod, ds), metaOf(ds)
-	r := newRemoval(kube, meta, pod.Namespace, pod.Name)
+	r := NewRemoval(kube, meta, pod.Namespace, pod.Name, 0)
 	r.grace = 100 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go r.watch(ctx)
+	go r.Watch(ctx)
 	if going, why := r.removing(ctx); going {
 		t.Fatalf("the DaemonSet stands, but removing says %q", why)
 	}
@@ -95,7 +95,7 @@ func TestRemovalAtExitFromOneLiveRead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod, ds := agentPodAndSet()
 			kube := fake.NewClientset(pod, ds)
-			r := newRemoval(kube, metaOf(ds), pod.Namespace, pod.Name)
+			r := NewRemoval(kube, metaOf(ds), pod.Namespace, pod.Name, 0)
 			r.grace = 100 * time.Millisecond
 			if err := r.resolveOwner(context.Background()); err != nil {
 				t.Fatal(err)
@@ -113,7 +113,7 @@ func TestRemovalAtExitFromOneLiveRead(t *testing.T) {
 func TestRemovalNeverForAgentsOutsideADaemonSet(t *testing.T) {
 	kube := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "debug"}})
 	for _, name := range []string{"", "debug"} {
-		r := newRemoval(kube, metadatafake.NewSimpleMetadataClient(metaScheme()), "ns", name)
+		r := NewRemoval(kube, metadatafake.NewSimpleMetadataClient(metaScheme()), "ns", name, 0)
 		if going, why := r.removing(context.Background()); going {
 			t.Fatalf("pod %q: removing says %q", name, why)
 		}

@@ -1,4 +1,8 @@
-package agent
+// Package readiness is what capo-agent's /readyz and /livez say: whether
+// the agent can reserve now (its last reservation write landed, Calico can
+// be used, its loops run), a prober that proves it when no traffic does,
+// and the store wrapper through which every write reports how it went.
+package readiness
 
 import (
 	"context"
@@ -12,6 +16,7 @@ import (
 	"time"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capo-net/capo/pkg/calico/gate"
 )
@@ -33,14 +38,14 @@ const (
 
 var notReadyReasons = []string{reasonStarting, reasonForbidden, reasonRefused, reasonUnreachable, reasonTimeout, reasonConflict, reasonError, reasonLoopStopped, reasonCalicoAPI, reasonStopping}
 
-// readiness is what /readyz says: ready means the agent can reserve now.
+// Readiness is what /readyz says: ready means the agent can reserve now.
 // capo-controller covers a node only while its agent is not ready, so a
 // Ready agent that cannot write would leave teardowns to Calico's GC.
 // It turns not ready on any failed reservation write, and ready again
 // only when a write lands (a real one or the prober's).
-type readiness struct {
+type Readiness struct {
 	now     func() time.Time
-	metrics *metrics
+	metrics *Metrics
 	wake    chan struct{} // tells the prober a write failed
 	gate    *gate.Gate    // Calico cannot be used while it is closed; nil: no gate (set before Run)
 
@@ -55,14 +60,26 @@ type readiness struct {
 	pingOut time.Time // start of a batcher round trip not answered yet: see live
 }
 
-func newReadiness(m *metrics, now func() time.Time) *readiness {
-	r := &readiness{now: now, metrics: m, wake: make(chan struct{}, 1), reason: reasonStarting, detail: "no reservation write has landed yet"}
+// Metrics are readiness' share of the agent's metrics.
+type Metrics struct {
+	CanReserve prometheus.Gauge     // capo_agent_can_reserve
+	NotReady   *prometheus.GaugeVec // capo_agent_not_ready, by reason
+}
+
+// New is the agent's readiness at start: not ready until a write lands.
+// m nil exports nothing.
+func New(m *Metrics, now func() time.Time) *Readiness {
+	r := &Readiness{now: now, metrics: m, wake: make(chan struct{}, 1), reason: reasonStarting, detail: "no reservation write has landed yet"}
 	r.export()
 	return r
 }
 
+// UseGate has readiness follow g: Calico cannot be used while it is closed.
+// Called once, before the agent runs.
+func (r *Readiness) UseGate(g *gate.Gate) { r.gate = g }
+
 // landed records a write that reached the datastore and was accepted.
-func (r *readiness) landed() {
+func (r *Readiness) landed() {
 	r.mu.Lock()
 	was := r.wrote
 	r.wrote, r.proven = true, r.now()
@@ -75,7 +92,7 @@ func (r *readiness) landed() {
 
 // failed records a write that did not land. A write the agent itself
 // abandoned (it is stopping) says nothing about the datastore.
-func (r *readiness) failed(err error) {
+func (r *Readiness) failed(err error) {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return
 	}
@@ -94,9 +111,9 @@ func (r *readiness) failed(err error) {
 	r.export()
 }
 
-// loopStopped marks one of the agent's loops as ended: a dead drain or
+// LoopStopped marks one of the agent's loops as ended: a dead drain or
 // batcher cannot reserve either.
-func (r *readiness) loopStopped(name string) {
+func (r *Readiness) LoopStopped(name string) {
 	r.mu.Lock()
 	r.stopped = append(r.stopped, name)
 	r.mu.Unlock()
@@ -104,16 +121,16 @@ func (r *readiness) loopStopped(name string) {
 	r.export()
 }
 
-// serve is called once the socket is open.
-func (r *readiness) serve() {
+// Serve is called once the socket is open.
+func (r *Readiness) Serve() {
 	r.mu.Lock()
 	r.serving = true
 	r.mu.Unlock()
 	r.export()
 }
 
-// stop is called when Run returns: nothing is served any more.
-func (r *readiness) stop() {
+// Stop is called when Run returns: nothing is served any more.
+func (r *Readiness) Stop() {
 	r.mu.Lock()
 	r.done = true
 	r.mu.Unlock()
@@ -122,7 +139,7 @@ func (r *readiness) stop() {
 
 // state says whether the agent is ready and, if not, why (a reason from
 // notReadyReasons) and what failed.
-func (r *readiness) state() (ready bool, reason, detail string) {
+func (r *Readiness) state() (ready bool, reason, detail string) {
 	calico := r.gate.Err()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -146,14 +163,14 @@ func (r *readiness) state() (ready bool, reason, detail string) {
 }
 
 // provenWithin says whether a write landed in the last d.
-func (r *readiness) provenWithin(d time.Duration) bool {
+func (r *Readiness) provenWithin(d time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.wrote && r.now().Sub(r.proven) < d
 }
 
-// ready is /readyz's check: ok, or why not in one line.
-func (r *readiness) ready() (bool, string) {
+// Ready is /readyz's check: ok, or why not in one line.
+func (r *Readiness) Ready() (bool, string) {
 	ok, reason, detail := r.state()
 	if ok {
 		return true, "can reserve"
@@ -161,13 +178,13 @@ func (r *readiness) ready() (bool, string) {
 	return false, fmt.Sprintf("cannot reserve (%s): %s", reason, detail)
 }
 
-func (r *readiness) reasonNow() string {
+func (r *Readiness) reasonNow() string {
 	_, reason, _ := r.state()
 	return reason
 }
 
 // export sets capo_agent_can_reserve and capo_agent_not_ready{reason}.
-func (r *readiness) export() {
+func (r *Readiness) export() {
 	if r.metrics == nil {
 		return
 	}
@@ -176,13 +193,13 @@ func (r *readiness) export() {
 	if ok {
 		can = 1
 	}
-	r.metrics.canReserve.Set(can)
+	r.metrics.CanReserve.Set(can)
 	for _, x := range notReadyReasons {
 		v := 0.0
 		if x == reason {
 			v = 1
 		}
-		r.metrics.notReady.WithLabelValues(x).Set(v)
+		r.metrics.NotReady.WithLabelValues(x).Set(v)
 	}
 }
 
@@ -204,8 +221,8 @@ func classify(err error) string {
 	return reasonError
 }
 
-// poke has the prober check again after its short retry.
-func (r *readiness) poke() {
+// Poke has the prober check again after its short retry.
+func (r *Readiness) Poke() {
 	select {
 	case r.wake <- struct{}{}:
 	default:

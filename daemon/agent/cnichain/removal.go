@@ -1,9 +1,10 @@
-package agent
+package cnichain
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"log/slog"
 	"sync"
 	"time"
@@ -20,14 +21,14 @@ import (
 	"github.com/capo-net/capo/pkg/pause"
 )
 
-// removal tells, when the agent stops, whether capo is being removed from
+// Removal tells, when the agent stops, whether capo is being removed from
 // the cluster (its DaemonSet deleted) rather than restarted (a rolling
 // update, a node reboot, a pod deleted by hand). It decides from what it
 // already knows: `kubectl delete -f` may remove the agent's ServiceAccount
 // and RBAC before its DaemonSet, so a question asked only at exit can be
 // refused. A watch opened while the RBAC stood keeps delivering, and a
 // refusal at exit is itself a sign that capo's objects are going.
-type removal struct {
+type Removal struct {
 	kube     kubernetes.Interface
 	meta     metadata.Interface // the DaemonSet's own: its spec and status are never read
 	ns, name string             // this pod
@@ -39,12 +40,18 @@ type removal struct {
 	gone  string                 // why the DaemonSet is known to be going; "" while it stands
 }
 
-func newRemoval(kube kubernetes.Interface, meta metadata.Interface, ns, name string) *removal {
-	return &removal{kube: kube, meta: meta, ns: ns, name: name, grace: replaceGrace}
+// NewRemoval watches for the removal of the DaemonSet running pod ns/name;
+// grace is how long one seen going may take to come back under its name
+// (0: replaceGrace).
+func NewRemoval(kube kubernetes.Interface, meta metadata.Interface, ns, name string, grace time.Duration) *Removal {
+	if grace <= 0 {
+		grace = replaceGrace
+	}
+	return &Removal{kube: kube, meta: meta, ns: ns, name: name, grace: grace}
 }
 
-// watch learns this pod's DaemonSet, then follows it until ctx ends.
-func (r *removal) watch(ctx context.Context) {
+// Watch learns this pod's DaemonSet, then follows it until ctx ends.
+func (r *Removal) Watch(ctx context.Context) {
 	if r.name == "" {
 		return // not run as a pod: nothing to follow
 	}
@@ -60,7 +67,7 @@ func (r *removal) watch(ctx context.Context) {
 	if owner == nil {
 		return
 	}
-	inf := metaInformer(r.meta, appsv1.SchemeGroupVersion.WithResource("daemonsets"), r.ns, fields.OneTermEqualSelector("metadata.name", owner.Name), trimIdentity)
+	inf := kubecache.MetaInformer(r.meta, appsv1.SchemeGroupVersion.WithResource("daemonsets"), r.ns, fields.OneTermEqualSelector("metadata.name", owner.Name), kubecache.TrimIdentity)
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.observe,
 		UpdateFunc: func(_, obj any) { r.observe(obj) },
@@ -73,7 +80,7 @@ func (r *removal) watch(ctx context.Context) {
 	inf.Run(ctx.Done())
 }
 
-func (r *removal) resolveOwner(ctx context.Context) error {
+func (r *Removal) resolveOwner(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	pod, err := r.kube.CoreV1().Pods(r.ns).Get(ctx, r.name, metav1.GetOptions{})
@@ -94,7 +101,7 @@ func (r *removal) resolveOwner(ctx context.Context) error {
 // observe follows the DaemonSet of the owner's name: one being deleted
 // is going; one standing, whatever its UID, is capo staying (a DaemonSet
 // re-created under the same name runs the same agents).
-func (r *removal) observe(obj any) {
+func (r *Removal) observe(obj any) {
 	ds, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok || r.getOwner() == nil {
 		return
@@ -106,13 +113,13 @@ func (r *removal) observe(obj any) {
 	r.markGone("")
 }
 
-func (r *removal) markGone(why string) {
+func (r *Removal) markGone(why string) {
 	r.mu.Lock()
 	r.gone = why
 	r.mu.Unlock()
 }
 
-func (r *removal) getOwner() *metav1.OwnerReference {
+func (r *Removal) getOwner() *metav1.OwnerReference {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.owner
@@ -130,7 +137,7 @@ const replaceGrace = 12 * time.Second
 // not. A refusal (the token or the RBAC gone) counts as going unless the
 // RBAC comes back within the grace; a read that cannot answer at all
 // leaves the decision to what the watch saw.
-func (r *removal) removing(ctx context.Context) (bool, string) {
+func (r *Removal) removing(ctx context.Context) (bool, string) {
 	r.mu.Lock()
 	owner := r.owner
 	r.mu.Unlock()
@@ -164,7 +171,7 @@ func (r *removal) removing(ctx context.Context) (bool, string) {
 }
 
 // liveRead reads the DaemonSet of this pod's owner's name once.
-func (r *removal) liveRead(ctx context.Context, owner *metav1.OwnerReference) (going bool, why string, answered bool) {
+func (r *Removal) liveRead(ctx context.Context, owner *metav1.OwnerReference) (going bool, why string, answered bool) {
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	ds, err := r.kube.AppsV1().DaemonSets(r.ns).Get(rctx, owner.Name, metav1.GetOptions{})
@@ -185,7 +192,7 @@ func (r *removal) liveRead(ctx context.Context, owner *metav1.OwnerReference) (g
 
 // unanswered decides when the API cannot be read: what the watch saw
 // going (the RBAC deleted before the DaemonSet), else staying.
-func (r *removal) unanswered(err error) (bool, string) {
+func (r *Removal) unanswered(err error) (bool, string) {
 	r.mu.Lock()
 	gone := r.gone
 	r.mu.Unlock()

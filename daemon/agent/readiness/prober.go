@@ -1,4 +1,4 @@
-package agent
+package readiness
 
 import (
 	"context"
@@ -22,60 +22,38 @@ const (
 	probeRetry = 2 * time.Second
 )
 
-// watchedStore tells readiness how every reservation write went. Only a
-// write that changed something proves the agent can write: a reservation
-// found already held (the controller covered it) wrote nothing.
-type watchedStore struct {
-	reserve.Store
-	r *readiness
-}
-
-var _ reserve.Store = watchedStore{}
-
-func (s watchedStore) Reserve(ctx context.Context, node string, entries []reserve.Entry) (*reserve.Result, error) {
-	res, err := s.Store.Reserve(ctx, node, entries)
-	switch {
-	case err != nil:
-		s.r.failed(err)
-	case len(res.Added) > 0:
-		s.r.landed()
-	}
-	return res, err
-}
-
-func (s watchedStore) Release(ctx context.Context, refs []reserve.Ref) ([]reserve.Ref, error) {
-	out, err := s.Store.Release(ctx, refs)
-	switch {
-	case err != nil:
-		s.r.failed(err)
-	case len(out) > 0:
-		s.r.landed()
-	}
-	return out, err
-}
-
 // errInconclusive: the probe lost a race; it proves nothing either way.
 var errInconclusive = errors.New("probe inconclusive")
 
-// prober proves on its own that the agent can write, since a not-ready
+// Prober proves on its own that the agent can write, since a not-ready
 // agent gets no traffic to prove it: it rewrites its bucket's head object
 // unchanged, a compare-and-swap update that passes the same RBAC and
 // admission as a reservation and changes nothing. Ready and recently
 // proven by real writes, it does nothing.
-type prober struct {
+type Prober struct {
 	objs    calicostore.Objects
 	bucket  int
-	batcher interface { // the write path: a stuck batcher cannot reserve either
-		Reserve(ctx context.Context, entries []reserve.Entry) (*reserve.Result, error)
-	}
-	r       *readiness
+	batcher Batcher // the write path: a stuck batcher cannot reserve either
+	r       *Readiness
 	gate    *gate.Gate    // checked first: Calico's API group and lock; nil checks nothing
 	every   time.Duration // while ready
 	retry   time.Duration // while not ready
 	timeout time.Duration
 }
 
-func (p *prober) run(ctx context.Context) {
+// NewProber proves r through batcher, then by rewriting the head of bucket
+// in objs, each write within timeout; g is checked first (nil: nothing).
+func NewProber(objs calicostore.Objects, bucket int, batcher Batcher, r *Readiness, timeout time.Duration, g *gate.Gate) *Prober {
+	return &Prober{objs: objs, bucket: bucket, batcher: batcher, r: r, every: probeEvery, retry: probeRetry, timeout: timeout, gate: g}
+}
+
+// Batcher is the agent's write path, as the prober pings it.
+type Batcher interface {
+	Reserve(ctx context.Context, entries []reserve.Entry) (*reserve.Result, error)
+}
+
+// Run probes until ctx ends.
+func (p *Prober) Run(ctx context.Context) {
 	for {
 		p.once(ctx)
 		wait := p.every
@@ -95,7 +73,7 @@ func (p *prober) run(ctx context.Context) {
 }
 
 // once probes unless a real write proved the agent's writes recently.
-func (p *prober) once(ctx context.Context) {
+func (p *Prober) once(ctx context.Context) {
 	if p.gate != nil {
 		actx, cancel := context.WithTimeout(ctx, p.timeout)
 		err := p.gate.Once(actx)
@@ -132,7 +110,7 @@ func (p *prober) once(ctx context.Context) {
 // ping is a round trip through the batcher. It waits twice the write
 // timeout: a batcher whose write timed out still answers in time, so
 // only one that does not answer at all counts as stuck for /livez.
-func (p *prober) ping(ctx context.Context) error {
+func (p *Prober) ping(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 2*p.timeout)
 	defer cancel()
 	p.r.pingSent()
@@ -147,7 +125,7 @@ func (p *prober) ping(ctx context.Context) error {
 // failed agent creates it empty, as its next reservation would; otherwise
 // the read is enough, sparing an object per start (the next reservation's
 // failure would turn the agent not ready).
-func (p *prober) rewrite(ctx context.Context, create bool) error {
+func (p *Prober) rewrite(ctx context.Context, create bool) error {
 	name := calicostore.BucketName(p.bucket, 0)
 	cur, err := p.objs.Get(ctx, name, options.GetOptions{})
 	if errors.As(err, new(cerrors.ErrorResourceDoesNotExist)) {
@@ -175,15 +153,4 @@ func wrapProbe(op, name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("probe: %s reservation object %s (check the agent's RBAC and any admission policy or webhook on ipreservations): %w", op, name, err)
-}
-
-// loop runs one of the agent's loops; one that ends while the agent
-// runs makes it not ready.
-func (a *Agent) loop(ctx context.Context, name string, fn func(context.Context)) {
-	go func() {
-		fn(ctx)
-		if ctx.Err() == nil {
-			a.readiness.loopStopped(name)
-		}
-	}()
 }

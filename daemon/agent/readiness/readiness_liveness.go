@@ -1,4 +1,4 @@
-package agent
+package readiness
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ const stuckAfter = 90 * time.Second
 
 // pingSent records a round trip through the batcher, started now; an
 // older one still unanswered keeps its start.
-func (r *readiness) pingSent() {
+func (r *Readiness) pingSent() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.pingOut.IsZero() {
@@ -23,16 +23,16 @@ func (r *readiness) pingSent() {
 }
 
 // pingAnswered records that the batcher answered, whatever it said.
-func (r *readiness) pingAnswered() {
+func (r *Readiness) pingAnswered() {
 	r.mu.Lock()
 	r.pingOut = time.Time{}
 	r.mu.Unlock()
 }
 
-// live is /livez's check: it fails only where a restart helps, a loop
+// Live is /livez's check: it fails only where a restart helps, a loop
 // that ended or a batcher that stopped answering. A datastore that
 // refuses or cannot be reached is not-ready, never not-live.
-func (r *readiness) live() (bool, string) {
+func (r *Readiness) Live() (bool, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.stopped) > 0 {

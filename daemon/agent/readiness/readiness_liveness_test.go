@@ -1,8 +1,7 @@
-package agent
+package readiness
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,9 +20,9 @@ func (timedOutBatcher) Reserve(context.Context, []reserve.Entry) (*reserve.Resul
 	return nil, context.DeadlineExceeded
 }
 
-func wantLive(t *testing.T, r *readiness, want bool, has string) {
+func wantLive(t *testing.T, r *Readiness, want bool, has string) {
 	t.Helper()
-	ok, why := r.live()
+	ok, why := r.Live()
 	if ok != want || !strings.Contains(why, has) {
 		t.Fatalf("live = %v %q, want %v with %q", ok, why, want, has)
 	}
@@ -34,8 +33,8 @@ func wantLive(t *testing.T, r *readiness, want bool, has string) {
 func TestLivenessFailsWhenTheBatcherIsStuck(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
 	now := time.Now()
-	r := newReadiness(nil, func() time.Time { return now })
-	r.serve()
+	r := New(nil, func() time.Time { return now })
+	r.Serve()
 	p := testProber(store.Objects, r)
 	p.every, p.timeout, p.batcher = 0, 10*time.Millisecond, stuckBatcher{}
 	p.once(context.Background())
@@ -57,8 +56,8 @@ func TestLivenessFailsWhenTheBatcherIsStuck(t *testing.T) {
 // not live: a restart would not help.
 func TestLivenessIgnoresAFailingDatastore(t *testing.T) {
 	now := time.Now()
-	r := newReadiness(nil, func() time.Time { return now })
-	r.serve()
+	r := New(nil, func() time.Time { return now })
+	r.Serve()
 	r.failed(refusedByPolicy())
 	now = now.Add(time.Hour)
 	wantReady(t, r, false, reasonForbidden)
@@ -67,19 +66,19 @@ func TestLivenessIgnoresAFailingDatastore(t *testing.T) {
 
 // A loop that ended fails /livez, named in the body.
 func TestLivenessFailsWhenALoopEnded(t *testing.T) {
-	r := newReadiness(nil, time.Now)
-	r.serve()
-	r.loopStopped("drain")
+	r := New(nil, time.Now)
+	r.Serve()
+	r.LoopStopped("drain")
 	wantLive(t, r, false, "drain")
 }
 
 // /livez, /readyz and /healthz as the kubelet sees them.
 func TestProbeEndpoints(t *testing.T) {
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	r.landed()
 	mux := http.NewServeMux()
-	daemon.HandleProbes(mux, r.ready, r.live)
+	daemon.HandleProbes(mux, r.Ready, r.Live)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	code := func(path string) int {
@@ -95,62 +94,10 @@ func TestProbeEndpoints(t *testing.T) {
 			t.Errorf("%s: %d, want %d", path, got, want)
 		}
 	}
-	r.loopStopped("batcher")
+	r.LoopStopped("batcher")
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/livez": 503} {
 		if got := code(path); got != want {
 			t.Errorf("after a loop ended, %s: %d, want %d", path, got, want)
-		}
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// The probes live on their own address, not beside /metrics; with both
-// addresses the same, one listener serves all.
-func TestProbesServedApartFromMetrics(t *testing.T) {
-	get := func(url string) int {
-		for i := 0; ; i++ {
-			resp, err := http.Get(url)
-			if err == nil {
-				resp.Body.Close()
-				return resp.StatusCode
-			}
-			if i == 50 {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	metricsAddr, healthAddr := freeAddr(t), freeAddr(t)
-	for _, tc := range []struct {
-		health        string
-		metricsReadyz int
-	}{{healthAddr, 404}, {metricsAddr, 503}} {
-		a := &Agent{opts: Options{MetricsAddr: metricsAddr, HealthAddr: tc.health}, metrics: newMetrics()}
-		a.readiness = newReadiness(a.metrics, time.Now)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.serveMetrics(ctx) }()
-		if got := get("http://" + metricsAddr + "/metrics"); got != 200 {
-			t.Errorf("health at %s: /metrics %d", tc.health, got)
-		}
-		if got := get("http://" + metricsAddr + "/readyz"); got != tc.metricsReadyz {
-			t.Errorf("health at %s: /readyz on the metrics address %d, want %d", tc.health, got, tc.metricsReadyz)
-		}
-		if got := get("http://" + tc.health + "/livez"); got != 200 {
-			t.Errorf("health at %s: /livez %d", tc.health, got)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
 		}
 	}
 }

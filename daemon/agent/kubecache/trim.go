@@ -1,4 +1,7 @@
-package agent
+// Package kubecache is what the agent's informers keep of the objects they
+// cache (only what the agent reads) and how it follows objects' metadata
+// alone.
+package kubecache
 
 import (
 	"strings"
@@ -18,7 +21,7 @@ import (
 //	           label), capo's and Calico's annotations, owner references,
 //	           node name, phase, deletion; its addresses, whether they are
 //	           the host's, and whether its init containers have run
-//	           (calico-node's replacement, rewrite.go)
+//	           (calico-node's replacement, ../rewritewindow.go)
 //	namespace  labels (capo's, and any an IPPool's namespaceSelector
 //	           names, judged when a returning pod is offered its
 //	           address); Calico's annotations (served to capo-ipam)
@@ -28,8 +31,8 @@ const (
 	calicoPrefix = "cni.projectcalico.org/"
 )
 
-// trimPod is the pods informer's transform.
-func trimPod(obj any) (any, error) {
+// TrimPod is the pods informer's transform.
+func TrimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil // a DeletedFinalStateUnknown: its object was trimmed when cached
@@ -56,22 +59,22 @@ func initializedOnly(cs []corev1.PodCondition) []corev1.PodCondition {
 	return nil
 }
 
-// trimNamespace is the namespaces informer's transform.
-func trimNamespace(obj any) (any, error) {
+// TrimNamespace is the namespaces informer's transform.
+func TrimNamespace(obj any) (any, error) {
 	return trimMeta(obj, func(string) bool { return true }, calicoPrefix)
 }
 
-// trimIdentity keeps an object's identity and deletion only.
-func trimIdentity(obj any) (any, error) {
+// TrimIdentity keeps an object's identity and deletion only.
+func TrimIdentity(obj any) (any, error) {
 	return trimMeta(obj, func(string) bool { return false })
 }
 
-// trimNode is this node's informer's transform.
-func trimNode(obj any) (any, error) {
+// TrimNode is this node's informer's transform.
+func TrimNode(obj any) (any, error) {
 	return trimMeta(obj, func(k string) bool { return k == selection.NodeOptInLabel }, capoPrefix)
 }
 
-var _ = []cache.TransformFunc{trimPod, trimNamespace, trimNode, trimIdentity}
+var _ = []cache.TransformFunc{TrimPod, TrimNamespace, TrimNode, TrimIdentity}
 
 // trimMeta keeps an object's identity, the labels keep accepts and the
 // annotations under prefixes.
@@ -110,6 +113,18 @@ func keepAnnotations(m map[string]string, prefixes ...string) map[string]string 
 				out[k] = v
 				break
 			}
+		}
+	}
+	return out
+}
+
+// CalicoOnly keeps the annotations the calico plugin reads for IPAM, as
+// the socket serves them to capo-ipam: what TrimPod and TrimNamespace keep.
+func CalicoOnly(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if strings.HasPrefix(k, "cni.projectcalico.org/") {
+			out[k] = v
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package agent
+package readiness
 
 import (
 	"context"
@@ -20,8 +20,8 @@ func refuseWrites(objs *reservetest.Objects, refuse *atomic.Bool) {
 	}
 }
 
-func testProber(objs *reservetest.Objects, r *readiness) *prober {
-	return &prober{objs: objs, bucket: calicostore.BucketOf("n1"), r: r, every: time.Minute, retry: 10 * time.Millisecond, timeout: time.Second}
+func testProber(objs *reservetest.Objects, r *Readiness) *Prober {
+	return &Prober{objs: objs, bucket: calicostore.BucketOf("n1"), r: r, every: time.Minute, retry: 10 * time.Millisecond, timeout: time.Second}
 }
 
 // A not-ready agent gets no teardowns to prove itself with: the prober's
@@ -34,8 +34,8 @@ func TestProberRecoversOnlyWhenWritesLand(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := store.Objects.Object(calicostore.BucketName(calicostore.BucketOf("n1"), 0))
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	var refuse atomic.Bool
 	refuse.Store(true)
 	refuseWrites(store.Objects, &refuse)
@@ -58,8 +58,8 @@ func TestProberRecoversOnlyWhenWritesLand(t *testing.T) {
 func TestProberIsCheapWhileRealWritesProveIt(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
 	now := time.Now()
-	r := newReadiness(nil, func() time.Time { return now })
-	r.serve()
+	r := New(nil, func() time.Time { return now })
+	r.Serve()
 	r.landed()
 	p := testProber(store.Objects, r)
 	p.once(context.Background())
@@ -80,8 +80,8 @@ func TestProberIsCheapWhileRealWritesProveIt(t *testing.T) {
 // head, as its next reservation would.
 func TestProberCreatesTheHeadOnlyWhenFailed(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	p := testProber(store.Objects, r)
 	p.once(context.Background())
 	wantReady(t, r, true, "")
@@ -106,8 +106,8 @@ func (stuckBatcher) Reserve(ctx context.Context, _ []reserve.Entry) (*reserve.Re
 // A write path that does not answer cannot reserve either.
 func TestProberNotReadyWhenTheBatcherIsStuck(t *testing.T) {
 	store := reservetest.NewStore(reserve.DefaultLimits)
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	r.landed()
 	p := testProber(store.Objects, r)
 	p.every, p.timeout, p.batcher = 0, 50*time.Millisecond, stuckBatcher{}
@@ -121,12 +121,12 @@ func TestProberLoopRetriesWhileNotReady(t *testing.T) {
 	var refuse atomic.Bool
 	refuse.Store(true)
 	refuseWrites(store.Objects, &refuse)
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	r.failed(refusedByPolicy())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go testProber(store.Objects, r).run(ctx)
+	go testProber(store.Objects, r).Run(ctx)
 	time.Sleep(100 * time.Millisecond)
 	wantReady(t, r, false, reasonForbidden)
 	refuse.Store(false)

@@ -1,4 +1,8 @@
-package agent
+// Package cnichain manages the node's CNI chain for capo-agent: capo-ipam
+// installed in front of calico-ipam while the node is opted in, Calico's
+// own chain otherwise, re-applied whenever calico-node rewrites it, and
+// restored when capo is removed from the cluster (not when it restarts).
+package cnichain
 
 import (
 	"context"
@@ -7,25 +11,24 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/selection"
 )
 
-// cniManager keeps the node's CNI chain as the opt-in annotation says:
+// Manager keeps the node's CNI chain as the opt-in annotation says:
 // capo-ipam installed while the node is opted in, Calico's own chain
 // otherwise. calico-node rewrites its conflist and recopies its binaries
 // whenever it starts, so the directories are watched and the edit is
 // re-applied at once; a periodic check covers a missed event.
-type cniManager struct {
+type Manager struct {
 	node    func() *metav1.PartialObjectMetadata // this node as last seen
-	kube    kubernetes.Interface
 	opts    install.Options
 	resync  time.Duration
-	metrics *metrics
+	metrics Metrics
 	// reapplied hears when capo was put back after a rewrite: teardowns in
 	// between went around capo-ipam, and the sweep looks for them.
 	reapplied chan<- struct{}
@@ -34,14 +37,31 @@ type cniManager struct {
 	applied   bool // installed at least once since start: later changes are re-applies
 }
 
-func (m *cniManager) poke() {
+// Metrics are the manager's share of the agent's metrics.
+type Metrics struct {
+	Installed prometheus.Gauge       // 1 while capo-ipam is in the chain
+	Reapplied *prometheus.CounterVec // re-applies after a rewrite, by what (config, binary)
+	Errors    prometheus.Counter     // failed installs and uninstalls
+}
+
+// New is a manager of the chain opts describes, for the node node returns;
+// it checks every resync besides the directories' events, and tells
+// reapplied when it had to put capo back (teardowns in between went around
+// capo-ipam). j's ADD records are named at uninstall.
+func New(node func() *metav1.PartialObjectMetadata, opts install.Options, resync time.Duration, m Metrics, reapplied chan<- struct{}, j journal.Dir) *Manager {
+	return &Manager{node: node, opts: opts, resync: resync, metrics: m, reapplied: reapplied, journal: j, trigger: make(chan struct{}, 1)}
+}
+
+// Poke has the manager look at the chain again (the node's opt-in changed).
+func (m *Manager) Poke() {
 	select {
 	case m.trigger <- struct{}{}:
 	default:
 	}
 }
 
-func (m *cniManager) run(ctx context.Context) {
+// Run keeps the chain until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		slog.Error("cannot watch the CNI directories; relying on the periodic check", "err", err)
@@ -74,7 +94,7 @@ func (m *cniManager) run(ctx context.Context) {
 
 // forward turns directory events into a reconcile; capo's own temp files
 // and renames cause one harmless extra pass.
-func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
+func (m *Manager) forward(ctx context.Context, w *fsnotify.Watcher) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -83,7 +103,7 @@ func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
 			if !ok {
 				return
 			}
-			m.poke()
+			m.Poke()
 		case err, ok := <-w.Errors:
 			if !ok {
 				return
@@ -93,7 +113,7 @@ func (m *cniManager) forward(ctx context.Context, w *fsnotify.Watcher) {
 	}
 }
 
-func (m *cniManager) reconcile() {
+func (m *Manager) reconcile() {
 	want := selection.NodeOptedIn(selection.Of(m.node()))
 	if !want {
 		r, err := install.Uninstall(m.opts)
@@ -108,8 +128,8 @@ func (m *cniManager) reconcile() {
 	}
 }
 
-// inChain reports whether the runtime's CNI config calls capo-ipam now.
-func (m *cniManager) inChain() bool {
+// InChain reports whether the runtime's CNI config calls capo-ipam now.
+func (m *Manager) InChain() bool {
 	conf, err := install.RuntimeConfig(m.opts.CNIConfDir)
 	if err != nil {
 		return false
@@ -122,18 +142,18 @@ func (m *cniManager) inChain() bool {
 	return err == nil && st.Installed
 }
 
-func (m *cniManager) report(op string, r *install.Result, err error) {
+func (m *Manager) report(op string, r *install.Result, err error) {
 	switch {
 	case err != nil:
-		m.metrics.cniErrors.Inc()
+		m.metrics.Errors.Inc()
 		slog.Error("CNI "+op+" failed; retrying on the next change or check", "err", err)
 	case r.AlreadyCorrect:
 	case op == "install" && m.applied:
 		if r.ConfigChanged {
-			m.metrics.cniReapplied.WithLabelValues("config").Inc()
+			m.metrics.Reapplied.WithLabelValues("config").Inc()
 		}
 		if r.BinaryChanged {
-			m.metrics.cniReapplied.WithLabelValues("binary").Inc()
+			m.metrics.Reapplied.WithLabelValues("binary").Inc()
 		}
 		slog.Warn("re-applied capo to the CNI chain after it was rewritten (calico-node restarted?)", "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged)
 		select { // teardowns in the window went around capo-ipam: sweep for them
@@ -147,15 +167,15 @@ func (m *cniManager) report(op string, r *install.Result, err error) {
 	if op == "install" && err == nil {
 		installed = 1
 	}
-	m.metrics.cniInstalled.Set(installed)
+	m.metrics.Installed.Set(installed)
 }
 
-// onExit uninstalls when capo is being removed from the cluster; a rolling
+// OnExit uninstalls when capo is being removed from the cluster; a rolling
 // update, a node reboot or a DaemonSet re-created under the same name
 // leaves the node as it is. Restoring the chain is the only act: the ADD
 // records and the journal stay, harmless, for an agent that comes later
 // (a replace decided wrongly loses nothing its sweep cannot find).
-func (m *cniManager) onExit(r *removal) {
+func (m *Manager) OnExit(r *Removal) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.grace+10*time.Second)
 	defer cancel()
 	going, why := r.removing(ctx)

@@ -1,9 +1,10 @@
-package agent
+package readiness
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"net"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func refusedByPolicy() error {
 	return cerrors.ErrorConnectionUnauthorized{Err: apierrors.NewForbidden(ipresGR, "capo.bucket-03", errors.New("denied by policy"))}
 }
 
-func wantReady(t *testing.T, r *readiness, ready bool, reason string) {
+func wantReady(t *testing.T, r *Readiness, ready bool, reason string) {
 	t.Helper()
 	ok, got, _ := r.state()
 	if ok != ready || got != reason {
@@ -37,23 +38,23 @@ func wantReady(t *testing.T, r *readiness, ready bool, reason string) {
 // Ready means "can reserve now": a refused write turns it off, a write
 // that lands turns it on, and the agent's own cancellation says nothing.
 func TestReadinessFollowsReservationWrites(t *testing.T) {
-	m := newMetrics()
-	r := newReadiness(m, time.Now)
+	m := testMetrics()
+	r := New(m, time.Now)
 	wantReady(t, r, false, reasonStarting)
 	r.landed()
 	wantReady(t, r, false, reasonStarting) // the socket is not open yet
-	r.serve()
+	r.Serve()
 	wantReady(t, r, true, "")
-	if testutil.ToFloat64(m.canReserve) != 1 {
+	if testutil.ToFloat64(m.CanReserve) != 1 {
 		t.Fatal("capo_agent_can_reserve is not 1 while ready")
 	}
 
 	r.failed(fmt.Errorf("writing reservation object capo.bucket-03: %w", refusedByPolicy()))
 	wantReady(t, r, false, reasonForbidden)
-	if ok, body := r.ready(); ok || !strings.Contains(body, "forbidden") || !strings.Contains(body, "denied by policy") {
+	if ok, body := r.Ready(); ok || !strings.Contains(body, "forbidden") || !strings.Contains(body, "denied by policy") {
 		t.Fatalf("/readyz says %v %q; want the reason and the error", ok, body)
 	}
-	if testutil.ToFloat64(m.canReserve) != 0 || testutil.ToFloat64(m.notReady.WithLabelValues(reasonForbidden)) != 1 {
+	if testutil.ToFloat64(m.CanReserve) != 0 || testutil.ToFloat64(m.NotReady.WithLabelValues(reasonForbidden)) != 1 {
 		t.Fatal("metrics do not show the refusal")
 	}
 	r.failed(context.Canceled)
@@ -62,7 +63,7 @@ func TestReadinessFollowsReservationWrites(t *testing.T) {
 	wantReady(t, r, true, "")
 	r.failed(context.Canceled) // the agent stopping abandons a write
 	wantReady(t, r, true, "")
-	if testutil.ToFloat64(m.notReady.WithLabelValues(reasonForbidden)) != 0 {
+	if testutil.ToFloat64(m.NotReady.WithLabelValues(reasonForbidden)) != 0 {
 		t.Fatal("the old reason is still exported")
 	}
 }
@@ -70,15 +71,15 @@ func TestReadinessFollowsReservationWrites(t *testing.T) {
 // A loop that ends while the agent runs, or Run returning, outweighs a
 // write that landed.
 func TestReadinessNeedsLiveLoops(t *testing.T) {
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	r.landed()
-	r.loopStopped("drainer")
+	r.LoopStopped("drainer")
 	wantReady(t, r, false, reasonLoopStopped)
-	if _, body := r.ready(); !strings.Contains(body, "drainer") {
+	if _, body := r.Ready(); !strings.Contains(body, "drainer") {
 		t.Fatalf("/readyz does not name the loop: %q", body)
 	}
-	r.stop()
+	r.Stop()
 	wantReady(t, r, false, reasonStopping)
 }
 
@@ -105,8 +106,8 @@ func TestClassifyWriteFailures(t *testing.T) {
 // reservation the controller already made lands nothing.
 func TestWatchedStoreCountsOnlyWritesThatLanded(t *testing.T) {
 	inner := reservetest.NewStore(reserve.DefaultLimits)
-	r := newReadiness(nil, time.Now)
-	r.serve()
+	r := New(nil, time.Now)
+	r.Serve()
 	s := watchedStore{Store: inner, r: r}
 	e := reserve.Entry{IP: "10.0.0.7", Namespace: "db", Pod: "redis-0", Reason: reserve.ReasonCNIDel, ReservedAt: time.Now()}
 	if _, err := inner.Reserve(context.Background(), "n1", []reserve.Entry{e}); err != nil {
@@ -133,4 +134,12 @@ func TestWatchedStoreCountsOnlyWritesThatLanded(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantReady(t, r, true, "")
+}
+
+// testMetrics are readiness' metrics, on no registry.
+func testMetrics() *Metrics {
+	return &Metrics{
+		CanReserve: prometheus.NewGauge(prometheus.GaugeOpts{Name: "can_reserve"}),
+		NotReady:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "not_ready"}, []string{"reason"}),
+	}
 }

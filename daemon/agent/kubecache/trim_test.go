@@ -1,4 +1,4 @@
-package agent
+package kubecache
 
 import (
 	"reflect"
@@ -53,11 +53,11 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 	}
 	sels := []selection.Selector{{Name: "brokerId exists", Selector: mustSelector(t, "brokerId")}, {Name: "app=zk", Selector: mustSelector(t, "app=zk")}}
 	for _, p := range pods {
-		tp := trimmed[corev1.Pod](t, trimPod, p)
+		tp := trimmed[corev1.Pod](t, TrimPod, p)
 		if tp.ManagedFields != nil || len(tp.Spec.Containers) != 0 || tp.Status.PodIP != "" {
 			t.Errorf("%v: trimmed pod keeps what is never read: %+v", p.Annotations, tp)
 		}
-		if !reflect.DeepEqual(calicoOnly(p.Annotations), calicoOnly(tp.Annotations)) || selection.FixedAddress(selection.Of(p)) != selection.FixedAddress(selection.Of(tp)) {
+		if !reflect.DeepEqual(CalicoOnly(p.Annotations), CalicoOnly(tp.Annotations)) || selection.FixedAddress(selection.Of(p)) != selection.FixedAddress(selection.Of(tp)) {
 			t.Errorf("%v: Calico's annotations differ once trimmed", p.Annotations)
 		}
 		var e, te reserve.Entry
@@ -67,9 +67,9 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 			t.Errorf("%v: reservation metadata or the sweep's view differ once trimmed", p.Annotations)
 		}
 		for _, ns := range namespaces {
-			tns := trimmed[metav1.PartialObjectMetadata](t, trimNamespace, ns)
+			tns := trimmed[metav1.PartialObjectMetadata](t, TrimNamespace, ns)
 			for _, n := range nodes {
-				tn := trimmed[metav1.PartialObjectMetadata](t, trimNode, n)
+				tn := trimmed[metav1.PartialObjectMetadata](t, TrimNode, n)
 				want := selection.Decide(selection.Of(n), selection.Of(ns), selection.Of(p), sels)
 				if got := selection.Decide(selection.Of(tn), selection.Of(tns), selection.Of(tp), sels); got != want {
 					t.Errorf("pod %v, namespace %v, node %v: trimmed decide %+v, whole %+v", p.Annotations, ns.Labels, n.Labels, got, want)
@@ -78,7 +78,7 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 			if !reflect.DeepEqual(ns.Labels, tns.Labels) {
 				t.Errorf("namespace %v: labels differ once trimmed (an IPPool's namespaceSelector may name any)", ns.Labels)
 			}
-			if !reflect.DeepEqual(calicoOnly(ns.Annotations), calicoOnly(tns.Annotations)) {
+			if !reflect.DeepEqual(CalicoOnly(ns.Annotations), CalicoOnly(tns.Annotations)) {
 				t.Errorf("namespace %v: Calico's annotations differ once trimmed", ns.Annotations)
 			}
 		}
@@ -89,7 +89,7 @@ func TestTrimmedObjectsDecideAlike(t *testing.T) {
 // object was trimmed when it was cached: it passes through.
 func TestTrimPassesOtherObjectsThrough(t *testing.T) {
 	d := cache.DeletedFinalStateUnknown{Key: "kafka/broker-0"}
-	for _, f := range []cache.TransformFunc{trimPod, trimNamespace, trimNode, trimIdentity} {
+	for _, f := range []cache.TransformFunc{TrimPod, TrimNamespace, TrimNode, TrimIdentity} {
 		if got, err := f(d); err != nil || got != d {
 			t.Fatalf("got %v %v", got, err)
 		}
