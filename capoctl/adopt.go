@@ -26,6 +26,9 @@ import (
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
+// adopter takes over Capo's reservations (capoctl adopt-capo).
+type adopter struct{ *cli }
+
 // capoReader is what adopt-capo reads besides capo's store and the
 // Kubernetes API: Capo's IPReservation, and whom Calico IPAM allocates an
 // address to now.
@@ -85,7 +88,7 @@ type adoption struct {
 // adoptCapo copies Capo's reservations into capo's store with Capo's
 // times. It only reads Capo's objects: while Capo runs both hold an
 // address, and each releases only its own copy.
-func (c *cli) adoptCapo(r capoReader, o adoptOptions) error {
+func (c adopter) adoptCapo(r capoReader, o adoptOptions) error {
 	cidrs, found, err := r.CapoCIDRs(c.ctx, capoadopt.ReservationName)
 	if err != nil {
 		return err
@@ -138,7 +141,7 @@ func countAction(rows []adoption, action string) int {
 // and asks for --timezone, saying why. When --timezone and the Deployment
 // disagree, also is the Deployment's: each time is read in both and the
 // later kept. needed is false when there is no time to read.
-func (c *cli) capoZone(o adoptOptions, needed bool) (zone, also *time.Location, err error) {
+func (c adopter) capoZone(o adoptOptions, needed bool) (zone, also *time.Location, err error) {
 	dz, lookErr := c.deployedZone(o.namespace)
 	switch {
 	case dz.Name != "" && (o.zone == "" || o.zone == dz.Name):
@@ -169,7 +172,7 @@ func (c *cli) capoZone(o adoptOptions, needed bool) (zone, also *time.Location, 
 
 // deployedZone is what Capo's Deployment says of its zone; an error only
 // when the Deployments cannot be listed.
-func (c *cli) deployedZone(namespace string) (capoadopt.Zone, error) {
+func (c adopter) deployedZone(namespace string) (capoadopt.Zone, error) {
 	deploys, err := c.kube.AppsV1().Deployments(namespace).List(c.ctx, metav1.ListOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return capoadopt.Zone{}, fmt.Errorf("listing Deployments in %s: %w", namespace, err)
@@ -189,7 +192,7 @@ func loadZone(name, what string) (*time.Location, *time.Location, error) {
 }
 
 // capoTimes is the data of Capo's ConfigMap; none when it is gone.
-func (c *cli) capoTimes(namespace string) (map[string]string, error) {
+func (c adopter) capoTimes(namespace string) (map[string]string, error) {
 	cm, err := c.kube.CoreV1().ConfigMaps(namespace).Get(c.ctx, capoadopt.ConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		fmt.Fprintf(c.errw, "capoctl: warning: no ConfigMap %s/%s (is Capo's namespace --from-namespace?): every address is held one ipReserveTime from now\n", namespace, capoadopt.ConfigMapName)
@@ -202,7 +205,7 @@ func (c *cli) capoTimes(namespace string) (map[string]string, error) {
 }
 
 // adopt writes the candidates capo does not hold yet, one write per node.
-func (c *cli) adopt(cands []capoadopt.Candidate, dryRun bool) ([]adoption, error) {
+func (c adopter) adopt(cands []capoadopt.Candidate, dryRun bool) ([]adoption, error) {
 	listing, err := c.store.List(c.ctx)
 	if err != nil {
 		return nil, err
@@ -258,7 +261,7 @@ func (c *cli) adopt(cands []capoadopt.Candidate, dryRun bool) ([]adoption, error
 	return rows, errors.Join(errs...)
 }
 
-func (c *cli) printAdoption(rows []adoption, skipped []capoadopt.Skipped, dryRun bool) {
+func (c adopter) printAdoption(rows []adoption, skipped []capoadopt.Skipped, dryRun bool) {
 	ttl := c.config().IPReserveTime
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "IP\tPOD\tNODE\tRESERVED BY CAPO\tAGE\tEXPIRES IN\tACTION")

@@ -68,7 +68,7 @@ func bundleCmd(a *app) *cobra.Command {
 			file = "capo-bundle-" + c.now.UTC().Format("20060102-150405") + ".tar.gz"
 		}
 		b := &bundle{files: map[string][]byte{}}
-		c.gather(b, lease, tail)
+		collector{c}.gather(b, lease, tail)
 		if err := b.write(file, c.now); err != nil {
 			return err
 		}

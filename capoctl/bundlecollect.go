@@ -11,6 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// collector gathers what capoctl bundle writes: capo's own objects, its
+// pods' logs and events, and each agent's node view (through pods/exec).
+type collector struct{ *cli }
+
 // capoSelector picks capo's own objects, as the chart labels them.
 const capoSelector = "app.kubernetes.io/name=capo"
 
@@ -20,7 +24,7 @@ var capoConfigMaps = []string{"capo-config", "capo-release"}
 
 // gather reads everything the bundle carries (bundleHelp); nothing stops
 // it.
-func (c *cli) gather(b *bundle, lease string, tail int64) {
+func (c collector) gather(b *bundle, lease string, tail int64) {
 	r := c.collect(lease)
 	b.json("status.json", r)
 	for _, n := range r.Nodes {
@@ -45,7 +49,7 @@ func (c *cli) gather(b *bundle, lease string, tail int64) {
 
 // gatherNode adds one node's agent metrics, and its CNI configs and
 // journal from the agent's node-info, run in its container.
-func (c *cli) gatherNode(b *bundle, n nodeStatus) {
+func (c collector) gatherNode(b *bundle, n nodeStatus) {
 	dir := "nodes/" + n.Node + "/"
 	if n.metrics != nil {
 		b.text(dir+"agent-metrics.txt", n.metrics, nil)
@@ -77,7 +81,7 @@ func (c *cli) gatherNode(b *bundle, n nodeStatus) {
 
 // gatherOwn adds capo's own objects in its namespace, and the Events
 // about them, and gives its pods: nothing else of a shared namespace.
-func (c *cli) gatherOwn(b *bundle, lease string) []corev1.Pod {
+func (c collector) gatherOwn(b *bundle, lease string) []corev1.Pod {
 	ns, ctx := c.capoNS, c.ctx
 	dir, own := "kubernetes/"+ns+"/", metav1.ListOptions{LabelSelector: capoSelector}
 	about := map[string]bool{} // kind/name of what Events may be about
@@ -123,7 +127,7 @@ func (c *cli) gatherOwn(b *bundle, lease string) []corev1.Pod {
 
 // ownConfigMaps are capo's ConfigMaps: labelled as capo's, or named as
 // capo names them.
-func (c *cli) ownConfigMaps() (*corev1.ConfigMapList, error) {
+func (c collector) ownConfigMaps() (*corev1.ConfigMapList, error) {
 	list, err := c.kube.CoreV1().ConfigMaps(c.capoNS).List(c.ctx, metav1.ListOptions{LabelSelector: capoSelector})
 	if err != nil {
 		return nil, err
@@ -147,7 +151,7 @@ func (c *cli) ownConfigMaps() (*corev1.ConfigMapList, error) {
 
 // eventsAbout are the Events in capo's namespace about the objects named
 // kind/name in about.
-func (c *cli) eventsAbout(about map[string]bool) (*corev1.EventList, error) {
+func (c collector) eventsAbout(about map[string]bool) (*corev1.EventList, error) {
 	evs, err := c.kube.CoreV1().Events(c.capoNS).List(c.ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -164,7 +168,7 @@ func (c *cli) eventsAbout(about map[string]bool) (*corev1.EventList, error) {
 
 // gatherPods adds the logs of capo's pods, and the controllers' metrics
 // (the agents' are under nodes/).
-func (c *cli) gatherPods(b *bundle, pods []corev1.Pod, tail int64) {
+func (c collector) gatherPods(b *bundle, pods []corev1.Pod, tail int64) {
 	for i := range pods {
 		p := &pods[i]
 		for _, ct := range p.Spec.Containers {

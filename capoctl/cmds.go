@@ -162,7 +162,7 @@ ends reservations early, so it never guesses.`,
 		if err != nil {
 			return err
 		}
-		return c.adoptCapo(r, ao)
+		return adopter{c}.adoptCapo(r, ao)
 	})
 	return cmd
 }

@@ -77,7 +77,7 @@ func (l *limited) Write(b []byte) (int, error) {
 
 // agentNodeInfo is the full node view of agent pod p: its container's
 // own command and flags, with node-info, run in its container.
-func (c *cli) agentNodeInfo(p *corev1.Pod) ([]byte, error) {
+func (c collector) agentNodeInfo(p *corev1.Pod) ([]byte, error) {
 	if c.exec == nil {
 		return nil, errors.New("no exec into pods here")
 	}
