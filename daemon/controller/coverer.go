@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"sync"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/kubeclient"
@@ -22,9 +20,7 @@ type coverer struct {
 	lost   *lostQueue
 	recent *recentTeardowns
 
-	mu           sync.Mutex
-	deletedNodes map[string]deletedNode // for their pods' late deletes
-	missed       []lostPod              // seen going from uncovered nodes while not leading
+	*takeover
 
 	away           map[string]bool // opted-in nodes whose agent was not ready at the last pass (pass goroutine only)
 	uncoveredNodes map[string]bool // opted-in nodes uncovered at the last pass (pass goroutine only)
@@ -35,7 +31,7 @@ func newCoverer(d *deps, due func()) *coverer {
 		deps: d, due: due,
 		lost:           newLostQueue(),
 		recent:         &recentTeardowns{},
-		deletedNodes:   map[string]deletedNode{},
+		takeover:       &takeover{deps: d, deletedNodes: map[string]deletedNode{}},
 		away:           map[string]bool{},
 		uncoveredNodes: map[string]bool{},
 	}

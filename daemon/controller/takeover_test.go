@@ -11,7 +11,7 @@ import (
 func TestRememberedLostPodsWindow(t *testing.T) {
 	now := time.Unix(1010, 0) // the takeover
 	// The window: lease 15 s + renew deadline 10 s + 5 retries of 2 s = 35 s.
-	c := &coverer{deps: &deps{opts: Options{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}}
+	c := &takeover{deps: &deps{opts: Options{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}}
 	at := func(sec int64, pod string) lostPod { return lostPod{seen: time.Unix(sec, 0), pod: pod} }
 	c.remember(at(900, "old")) // pruned by the next remember
 	c.remember(at(970, "before-window"))
@@ -37,7 +37,7 @@ func TestRememberedLostPodsWindow(t *testing.T) {
 
 func TestRememberedLostPodKeepsTheLatestReason(t *testing.T) {
 	now := time.Unix(1010, 0)
-	c := &coverer{deps: &deps{opts: Options{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}}
+	c := &takeover{deps: &deps{opts: Options{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, metrics: newMetrics(), now: func() time.Time { return now }}}
 	lp := func(sec int64, pod, reason string) lostPod {
 		return lostPod{seen: time.Unix(sec, 0), pod: pod, entries: []reserve.Entry{{IP: "10.0.0.1", Reason: reason}}}
 	}
