@@ -43,10 +43,11 @@ type ownerWatch struct {
 	inf  cache.SharedIndexInformer
 	stop chan struct{}
 
-	mu    sync.Mutex
-	why   string // why the kind is not watched; "" once listed
-	errRV string // the informer's resource version when it failed
-	tried time.Time
+	mu     sync.Mutex
+	why    string // why the kind is not watched; "" once listed
+	absent bool   // its group is served in no version: no object of it exists
+	errRV  string // the informer's resource version when it failed
+	tried  time.Time
 }
 
 // ownerWatches are the watches of Kruise's StatefulSet and the listed
@@ -101,7 +102,11 @@ func (ws *ownerWatches) sync(listed []owners.Kind, now time.Time) {
 func (ws *ownerWatches) start(w *ownerWatch) {
 	gvr, err := resourceOf(ws.clients.Discovery, w.kind)
 	if err != nil {
+		absent := groupAbsent(ws.clients.Discovery, w.kind.Group)
 		w.fail(err.Error())
+		w.mu.Lock()
+		w.absent = absent
+		w.mu.Unlock()
 		return
 	}
 	if w.kind.Key() == owners.KruiseStatefulSet.Key() {
@@ -137,6 +142,30 @@ func resourceOf(d discovery.DiscoveryInterface, k owners.Kind) (schema.GroupVers
 		return gv.WithResource(r.Name), nil
 	}
 	return schema.GroupVersionResource{}, fmt.Errorf("%s is not served: %s has no such kind", k, gv)
+}
+
+// groupAbsent reports whether discovery, asked for every group, serves
+// none of this name: the kind is not installed (Kruise's, in most
+// clusters), so no object of it exists to own anything. A discovery that
+// fails says nothing: false.
+func groupAbsent(d discovery.DiscoveryInterface, group string) bool {
+	groups, err := d.ServerGroups()
+	if err != nil || groups == nil {
+		return false
+	}
+	for _, g := range groups.Groups {
+		if g.Name == group {
+			return false
+		}
+	}
+	return true
+}
+
+// isAbsent: the kind's group is not served at all (see groupAbsent).
+func (w *ownerWatch) isAbsent() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.inf == nil && w.absent
 }
 
 // denied: the API server will not list or watch the kind (no RBAC, not

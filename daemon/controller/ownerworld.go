@@ -19,7 +19,8 @@ type unwatchedKind struct {
 }
 
 // addTo adds the owners of every kind watched to w, and marks their kinds
-// tracked; the others it marks unwatched. It returns the kinds not
+// tracked; the others it marks unwatched (but for judging older entries,
+// a kind whose group is not served at all). It returns the kinds not
 // watched, by key, and why: their members' reservations, and those of
 // older entries that may be theirs, are never judged gone.
 func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
@@ -33,6 +34,12 @@ func (ws *ownerWatches) addTo(w *release.World) map[string]unwatchedKind {
 		ok, why := ow.watching()
 		if !ok {
 			unwatched[key] = unwatchedKind{kind: ow.kind, why: why}
+			// A kind not installed has no object to own anything: an
+			// older entry of a kind named alike is judged by the kind
+			// that is (apps/v1); one of this kind by its time only.
+			if ow.isAbsent() {
+				continue
+			}
 			if w.UnwatchedKinds == nil {
 				w.UnwatchedKinds = map[string]bool{}
 			}

@@ -147,7 +147,9 @@ func TestOldEntryKeptWhileKruiseWatchIsNotServing(t *testing.T) {
 		served []*metav1.APIResourceList
 		list   clienttesting.ReactionFunc
 	}{
-		{"not served", nil, nil},
+		// Its CRD is there, v1beta1 not served (v1alpha1 is): its sets may
+		// exist, unseen.
+		{"not served", []*metav1.APIResourceList{{GroupVersion: "apps.kruise.io/v1alpha1", APIResources: []metav1.APIResource{{Name: "statefulsets", Kind: "StatefulSet", Namespaced: true}}}}, nil},
 		{"forbidden", served, func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(kruiseGVR.GroupResource(), "", errors.New("no RBAC"))
 		}},
@@ -184,5 +186,29 @@ func TestOldEntryKeptWhileKruiseWatchIsNotServing(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// Kruise not installed (its group served in no version), as in most
+// clusters: no Kruise set exists, so an older entry of a kind named
+// StatefulSet is judged as the apps/v1 set's it is, and released when
+// that set is gone; an entry of Kruise's own kind is judged by its time
+// only.
+func TestOldEntryJudgedWhereKruiseIsNotInstalled(t *testing.T) {
+	kube := fake.NewClientset()
+	ws := newOwnerWatches(OwnerClients{Discovery: kube.Discovery()})
+	defer ws.closeAll()
+	ws.sync(nil, time.Now())
+	ws.waitListed(time.Second)
+	now := time.Now()
+	old := reserve.Entry{IP: "10.0.0.1", Namespace: "ns", Pod: "web-1", Seen: now, OwnerKind: "StatefulSet", OwnerName: "web", OwnerUID: "gone-1"}
+	kruise := reserve.Entry{IP: "10.0.0.2", Namespace: "ns", Pod: "kafka-1", Seen: now, OwnerKind: owners.KruiseStatefulSet.Key(), OwnerName: "kafka", OwnerUID: "ks-1"}
+	w := release.World{TrackedKinds: map[string]bool{"StatefulSet": true}, Owners: map[release.OwnerKey]release.Owner{}}
+	if unwatched := ws.addTo(&w); unwatched[owners.KruiseStatefulSet.Key()].why == "" || len(w.UnwatchedKinds) != 0 {
+		t.Fatalf("a kind not installed: reported %v (want it said), judged as unwatched %v (want not)", unwatched, w.UnwatchedKinds)
+	}
+	plan := release.Plan([]reserve.Entry{old, kruise}, now, release.Limits{TTL: time.Hour, MaxCount: 10}, w)
+	if len(plan) != 1 || plan[0].IP != old.IP || plan[0].Reason != release.OwnerGone {
+		t.Fatalf("plan %+v, want only %s released as owner-gone", plan, old.IP)
 	}
 }
