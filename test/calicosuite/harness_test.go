@@ -70,7 +70,7 @@ func TestHookNetconfsInPinnedCalico(t *testing.T) {
 // it: the suite never runs unhooked.
 func TestHookNetconfsRefusesANewForm(t *testing.T) {
 	src := "package testutils\n\nfunc RunIPAMPlugin(conf []byte, command string) {}\nfunc RunCNIPluginWithId(netconf string) {}\n"
-	if _, err := HookNetconfs([]byte(src)); err == nil || !strings.Contains(err.Error(), "RunIPAMPlugin takes no netconf") {
+	if _, err := HookNetconfs([]byte(src)); err == nil || !strings.Contains(err.Error(), "RunIPAMPlugin of Calico's suite takes no netconf") {
 		t.Fatalf("err = %v", err)
 	}
 	src = "package testutils\n\nfunc RunIPAMPlugin(netconf, command string) {}\n"
