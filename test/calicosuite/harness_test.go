@@ -74,7 +74,7 @@ func TestHookNetconfsRefusesANewForm(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	src = "package testutils\n\nfunc RunIPAMPlugin(netconf, command string) {}\n"
-	if _, err := HookNetconfs([]byte(src)); err == nil || !strings.Contains(err.Error(), "has 1 of") {
+	if _, err := HookNetconfs([]byte(src)); err == nil || !strings.Contains(err.Error(), "have 1 of") {
 		t.Fatalf("err = %v", err)
 	}
 }
