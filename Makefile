@@ -110,8 +110,8 @@ demo-node:
 	@CAPO_DEMO_NODE=1 $(GO) test -count=1 -timeout 20m -run TestDemoNode -v ./test/node/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage|[0-9]{4}/[0-9]{2}/[0-9]{2} )|_test.go:[0-9]+: kubelet restarted'; exit $${PIPESTATUS[0]}
 
 ## test: everything CI gates on: lint, vuln, unit tests with -race, a short
-## fuzzing pass, end-to-end (root), in three lanes side by side
-## (test/stages.sh says how); at its end, each stage's start and time.
+## fuzzing pass, end-to-end (root), one after another (test/stages.sh says
+## why); at its end, each stage's start and time.
 ## Every stage's whole output is in test-logs/.
 test:
 	@MAKE='$(MAKE)' test/stages.sh
@@ -177,7 +177,8 @@ fuzz-short:
 ## kube-apiserver, calico and the node's components once into
 ## ~/.cache/capo-testbed (several minutes the first time).
 ## One test binary at a time (-p 1): each runs its own etcd and API server.
-## `make test` runs its two parts, e2e-core and e2e-node, side by side.
+## `make test` runs its two parts, e2e-core and e2e-node (the real node and
+## Calico's own CNI suite), each after the programs it needs are built.
 E2E_NODE_PKGS := ./test/nodebed/ ./test/node/ ./test/calicosuite/
 E2E_CORE_PKGS = $(shell $(GO) list ./test/... | grep -v -e '/test/node$$' -e '/test/nodebed$$' -e '/test/calicosuite$$' -e '/test/prebuild$$' -e '/test/tools')
 E2E_FILTER := '^(=== RUN|--- |\s+--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|nodebed:|calicosuite:'

@@ -44,8 +44,9 @@ type sweeper struct {
 
 // sweepAddrs checks the ADD records. With all false, records of pods that
 // still run on this node with the same UID are skipped, so a periodic pass
-// reads Calico's handles only for pods that are gone.
-func (sw *sweeper) sweepAddrs(ctx context.Context, all bool) {
+// reads Calico's handles only for pods that are gone. It returns how many
+// records could not be checked.
+func (sw *sweeper) sweepAddrs(ctx context.Context, all bool) (unchecked int) {
 	recs, err := sw.journal.AddrRecords()
 	if err != nil {
 		slog.Error("reading ADD records", "dir", sw.journal.Root, "err", err)
@@ -75,12 +76,13 @@ func (sw *sweeper) sweepAddrs(ctx context.Context, all bool) {
 			continue // still allocated: its DEL has not come
 		case err != nil && !errors.As(err, new(cerrors.ErrorResourceDoesNotExist)):
 			slog.Warn("ADD record not checked; next sweep", "handle", r.Handle(), "err", err)
+			unchecked++
 			continue
 		}
 		released = append(released, r)
 	}
 	if len(released) == 0 {
-		return
+		return unchecked
 	}
 	// A DEL through capo-ipam removes the record just after the release:
 	// give any in flight the moment to finish before calling it bypassed.
@@ -96,6 +98,7 @@ func (sw *sweeper) sweepAddrs(ctx context.Context, all bool) {
 		}
 		sw.settle(ctx, r)
 	}
+	return unchecked
 }
 
 // podRunsHere: the record's pod is on this node, the same incarnation, and
@@ -148,7 +151,7 @@ func (sw *sweeper) settle(ctx context.Context, r *journal.AddrRecord) {
 // while DELs went by), after each CNI re-apply (the rewrite window), and
 // the gone pods' records every interval.
 func (sw *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
-	sw.sweepAddrs(ctx, true)
+	sw.sweepAll(ctx)
 	t := time.NewTicker(sw.interval)
 	defer t.Stop()
 	for {
@@ -156,7 +159,7 @@ func (sw *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
 		case <-ctx.Done():
 			return
 		case <-reapplied:
-			sw.sweepAddrs(ctx, true)
+			sw.sweepAll(ctx)
 			// A DEL that read the rewritten conflist may still be releasing.
 			if !pause.Sleep(ctx, reapplySettle) {
 				return
@@ -164,6 +167,18 @@ func (sw *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
 			sw.sweepAddrs(ctx, true)
 		case <-t.C:
 			sw.sweepAddrs(ctx, false)
+		}
+	}
+}
+
+// sweepAll sweeps every record, and again, sooner than the interval,
+// while some could not be checked (Calico not readable, the agent's gate
+// not open yet at its start): the periodic sweep skips running pods, so a
+// record left unchecked here would never be.
+func (sw *sweeper) sweepAll(ctx context.Context) {
+	for wait := time.Second; sw.sweepAddrs(ctx, true) > 0; wait = min(2*wait, sw.interval) {
+		if !pause.Sleep(ctx, wait) {
+			return
 		}
 	}
 }
