@@ -6,8 +6,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"github.com/capo-net/capo/daemon/agent/cnichain"
-	"github.com/capo-net/capo/daemon/agent/readiness"
 	"log/slog"
 	"os"
 	"time"
@@ -18,6 +16,8 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/capo-net/capo/daemon"
+	"github.com/capo-net/capo/daemon/agent/cnichain"
+	"github.com/capo-net/capo/daemon/agent/readiness"
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/gate"
@@ -92,7 +92,8 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 	var off *offerer
 	off, a.settler = a.newReturns(kube, calico, func() config.ReturnMode { return cfg().ReturnAddress }, objects.ListCached)
 	dec.guard = a.settler.guard
-	a.server = &server{decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: a.gate.IPAM(calico.IPAM()), node: opts.NodeName,
+	a.server = &server{
+		decider: dec, cluster: a.cluster, selectors: dec.selectors, timeout: timeout, metrics: a.metrics, offerer: off, settler: a.settler, records: j.AddrRecord, ipam: a.gate.IPAM(calico.IPAM()), node: opts.NodeName,
 		discovered: func(ctx context.Context) (string, error) { return apigroup.Discovered(ctx, kube.Discovery()) },
 	}
 	a.drainer = &drainer{journal: j, ipam: a.gate.IPAM(calico.IPAM()), decider: dec, release: &execReleaser{cniBinDir: opts.CNIBinDir}, timeout: timeout, interval: opts.DrainInterval, metrics: a.metrics}

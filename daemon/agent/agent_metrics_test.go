@@ -2,11 +2,12 @@ package agent
 
 import (
 	"context"
-	"github.com/capo-net/capo/daemon/agent/readiness"
 	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/capo-net/capo/daemon/agent/readiness"
 )
 
 func freeAddr(t *testing.T) string {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/wire"
 )

@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/journal"

@@ -1,15 +1,16 @@
 package agent
 
 import (
-	"github.com/capo-net/capo/pkg/journal"
-	"github.com/capo-net/capo/pkg/wire"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
 	"log/slog"
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+
 	"github.com/capo-net/capo/install"
+	"github.com/capo-net/capo/pkg/journal"
+	"github.com/capo-net/capo/pkg/wire"
 )
 
 // CalicoNetconfGroup is the calico plugin's calico_api_group in the node's

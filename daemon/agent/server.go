@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/daemon/agent/kubecache"
 	"github.com/capo-net/capo/pkg/failpoint"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/owners"

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"log/slog"
 	"net/netip"
 
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 
+	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/ipam"
 	"github.com/capo-net/capo/pkg/wire"
 )

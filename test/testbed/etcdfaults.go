@@ -109,7 +109,7 @@ func (f *EtcdFaults) forward(up *grpc.ClientConn, ss grpc.ServerStream) error {
 		case err := <-upc:
 			if err != nil {
 				cancel()
-				<-downc
+				<-downc //nolint:errcheck // the downstream's error is the cancel's own
 				return err
 			}
 			upc = nil // the caller is done sending: wait for etcd's answer

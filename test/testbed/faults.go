@@ -44,8 +44,8 @@ func (b *Bed) StartAPIFaults(t *testing.T) *APIFaults {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(b.REST.TLSClientConfig.CAData)
-	if ca, err := os.ReadFile(b.REST.TLSClientConfig.CAFile); err == nil {
+	pool.AppendCertsFromPEM(b.REST.CAData)
+	if ca, err := os.ReadFile(b.REST.CAFile); err == nil {
 		pool.AppendCertsFromPEM(ca)
 	}
 	f := &APIFaults{}

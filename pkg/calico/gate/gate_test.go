@@ -62,8 +62,7 @@ func TestGateFailsClosed(t *testing.T) {
 	ctx := context.Background()
 	ready := true
 	m := apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceEnv}
-	var l *Lock
-	l = NewLock(m, nil, func(context.Context) (*bool, error) { return &ready, nil }, nil)
+	l := NewLock(m, nil, func(context.Context) (*bool, error) { return &ready, nil }, nil)
 	var checkErr error
 	g := NewFunc(func(ctx context.Context) error {
 		if checkErr != nil {
