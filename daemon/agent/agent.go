@@ -211,13 +211,16 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 			return nil, nil
 		}
 	}
+	go a.lock.Run(ctx)
+	if !a.checkCalico(ctx) {
+		return nil, nil
+	}
 	l, err := listenSocket(a.opts.Socket)
 	if err != nil {
 		return nil, err
 	}
 	served = make(chan struct{})
 	go func() { errc <- a.server.serve(ctx, l); close(served) }()
-	go a.lock.Run(ctx)
 	a.loop(ctx, "prober", a.prober.Run)
 	a.loop(ctx, "drainer", a.drainer.run)
 	a.loop(ctx, "sweeper", func(ctx context.Context) { a.sweeper.run(ctx, a.reapplied) })
@@ -227,6 +230,25 @@ func (a *Agent) start(ctx context.Context, errc chan<- error) (served chan struc
 	}
 	return served, nil
 }
+
+// checkCalico checks Calico once before the socket opens, its lock read
+// first (up to firstCheckWait): a returning member's ADD just after the
+// agent starts (a node's reboot) has the member's own journaled teardown
+// replayed first, which a gate not checked yet would refuse, and the
+// member would get a fresh address. A check that fails leaves the gate
+// closed, as before: capo-ipam journals. False when ctx ended.
+func (a *Agent) checkCalico(ctx context.Context) bool {
+	for start := time.Now(); !a.lock.Known() && time.Since(start) < firstCheckWait; {
+		if !pause.Sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	_ = a.gate.Once(ctx) // a failure is logged, and the gate stays closed
+	return ctx.Err() == nil
+}
+
+// firstCheckWait bounds the wait for Calico's lock before the first check.
+const firstCheckWait = 10 * time.Second
 
 // loop runs one of the agent's loops; one that ends while the agent
 // runs makes it not ready.

@@ -112,6 +112,18 @@ func (l *Lock) Run(ctx context.Context) {
 	}
 }
 
+// Known reports whether the lock's state has been read: at once where it
+// is read at each check (etcdv3), after its watch's first answer where it
+// is watched.
+func (l *Lock) Known() bool {
+	if l == nil || l.dyn == nil {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.known || l.unfollowed != nil
+}
+
 // check is a *LockedError while Calico's datastore is locked; when not
 // watched, it reads ClusterInformation first.
 func (l *Lock) check(ctx context.Context) error {
