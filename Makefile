@@ -195,7 +195,7 @@ e2e-node:
 ## Calico module) with plain calico-ipam and with capo-ipam in front, on
 ## both datastores, in namespaces of its own (root; test/calicosuite,
 ## docs/calico-suite.md); fails when a spec passes plain and not with capo,
-## but the documented limits. make e2e runs it too.
+## but the documented limits. make test (e2e-node) and make e2e run it too.
 calico-suite:
 	@set -o pipefail; $(GO) test -count=1 -timeout 60m -v -run TestCalicoSuite ./test/calicosuite/ 2>&1 | tee calico-suite.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go:|testbed:|calicosuite:'
 
