@@ -26,7 +26,7 @@ func TestV3UnreadableReservationIsSkippedAndReported(t *testing.T) {
 	ctx := context.Background()
 	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{NoAgent: true})
 	at := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
-	e := reserve.Entry{IP: "10.251.0.7", Namespace: env.Namespace, Pod: "web-0", PodUID: "u", Reason: reserve.ReasonCNIDel, ReservedAt: at}
+	e := reserve.Entry{IP: "10.251.0.7", Namespace: env.Namespace, Pod: "web-0", PodUID: "u", Reason: reserve.ReasonCNIDel, ReservedAt: at, Seen: at} // its time counts from when a controller first saw it
 	if _, err := env.ReservationStore().Reserve(ctx, env.Node, []reserve.Entry{e}); err != nil {
 		t.Fatal(err)
 	}
