@@ -7,10 +7,10 @@ import (
 	"time"
 
 	cnet "github.com/projectcalico/calico/libcalico-go/lib/net"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/apigroup/apigrouptest"
 	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
@@ -47,7 +47,7 @@ func TestIPAMReadsRefuseWhileTheGroupCannotBeUsed(t *testing.T) {
 // refused (capo-ipam journals it and keeps the address), as is its replay
 // by an agent that decided its group by discovery alone.
 func TestSocketRefusesACallInAnotherGroup(t *testing.T) {
-	serveCalicoV1(t, fake.NewClientset()) // the process decided v1, by discovery
+	apigrouptest.ServeV1(t, fake.NewClientset()) // the process decided v1, by discovery
 	sv := &server{}
 	ctx := context.Background()
 	for group, refused := range map[string]bool{"": false, apigroup.GroupV1: false, "crd.projectcalico.org": false, apigroup.GroupV3: true} {
@@ -59,19 +59,5 @@ func TestSocketRefusesACallInAnotherGroup(t *testing.T) {
 		if err := replayGroup(rec); refused != (err != nil) {
 			t.Errorf("a replay of a call in %q: %v", group, err)
 		}
-	}
-}
-
-// serveCalicoV1 makes kube's discovery serve Calico's v1 types and has the
-// test process decide the group (v1) if it has not yet.
-func serveCalicoV1(t *testing.T, kube *fake.Clientset) {
-	t.Helper()
-	rl := &metav1.APIResourceList{GroupVersion: apigroup.GroupV1}
-	for _, k := range apigroup.All {
-		rl.APIResources = append(rl.APIResources, metav1.APIResource{Name: k.V1})
-	}
-	kube.Resources = append(kube.Resources, rl)
-	if m, err := apigroup.DecideOnce(context.Background(), false, "", kube.Discovery()); err != nil || m.Group != apigroup.GroupV1 {
-		t.Fatalf("deciding the group: %+v %v", m, err)
 	}
 }

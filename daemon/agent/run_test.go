@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/capo-net/capo/pkg/calico/apigroup/apigrouptest"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
 
@@ -53,7 +54,7 @@ func testAgent(t *testing.T, metricsAddr string) *Agent {
 		CapoIPAMSource: filepath.Join(dir, "capo-ipam"), CNIResync: time.Hour,
 	}
 	kube := fake.NewClientset()
-	serveCalicoV1(t, kube)
+	apigrouptest.ServeV1(t, kube)
 	return New(opts, kube, metadatafake.NewSimpleMetadataClient(metaScheme()), fakeCalico{objs: reservetest.NewObjects()})
 }
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/apigroup/apigrouptest"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
 )
@@ -18,7 +18,7 @@ import (
 // group, even after a write lands (one in a group Calico does not read
 // proves nothing), and refuses reservation writes until a check passes.
 func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
-	serveCalicoV1(t, fake.NewClientset())
+	apigrouptest.ServeV1(t, fake.NewClientset())
 	bare := fake.NewClientset() // serves no Calico type
 	r := New(nil, time.Now)
 	g := NewGate(bare.Discovery(), nil, nil)
@@ -40,7 +40,7 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 		t.Fatalf("reserve went through: %v", err)
 	}
 
-	serveCalicoV1(t, bare) // the CRDs are installed
+	apigrouptest.ServeV1(t, bare) // the CRDs are installed
 	p.once(context.Background())
 	if ok, reason, detail := r.state(); !ok {
 		t.Fatalf("still not ready once served: %q %q", reason, detail)
@@ -52,7 +52,7 @@ func TestAgentRefusesWhereCalicoTypesAreNotServed(t *testing.T) {
 // Calico no longer reads.
 func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
 	kube := fake.NewClientset()
-	serveCalicoV1(t, kube)
+	apigrouptest.ServeV1(t, kube)
 	nc := ""
 	r := New(nil, time.Now)
 	g := NewGate(kube.Discovery(), func() string { return nc }, nil)
@@ -68,19 +68,5 @@ func TestAgentRefusesWhenTheNodesGroupChanges(t *testing.T) {
 	ok, reason, detail := r.state()
 	if ok || reason != reasonCalicoAPI || !strings.Contains(detail, "calico_api_group on this node is projectcalico.org/v3") {
 		t.Fatalf("state %v %q %q", ok, reason, detail)
-	}
-}
-
-// serveCalicoV1 makes kube's discovery serve Calico's v1 types and has the
-// test process decide the group (v1) if it has not yet.
-func serveCalicoV1(t *testing.T, kube *fake.Clientset) {
-	t.Helper()
-	rl := &metav1.APIResourceList{GroupVersion: apigroup.GroupV1}
-	for _, k := range apigroup.All {
-		rl.APIResources = append(rl.APIResources, metav1.APIResource{Name: k.V1})
-	}
-	kube.Resources = append(kube.Resources, rl)
-	if m, err := apigroup.DecideOnce(context.Background(), false, "", kube.Discovery()); err != nil || m.Group != apigroup.GroupV1 {
-		t.Fatalf("deciding the group: %+v %v", m, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/capo-net/capo/pkg/calico/apigroup"
+	"github.com/capo-net/capo/pkg/calico/apigroup/apigrouptest"
 	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -20,7 +21,7 @@ import (
 // make it ready meanwhile.
 func TestAgentWritesNothingWhileCalicoIsLocked(t *testing.T) {
 	kube := fake.NewClientset()
-	serveCalicoV1(t, kube)
+	apigrouptest.ServeV1(t, kube)
 	ready := true
 	r := New(nil, time.Now)
 	m, _ := apigroup.InForce()
