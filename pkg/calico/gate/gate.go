@@ -102,7 +102,11 @@ func (g *Gate) Once(ctx context.Context) error {
 
 // Err is nil while the last check passed and Calico's datastore is not
 // locked now: the lock is read as its watch last saw it, not as the last
-// check did, so a lock closes the gate at once.
+// check did, both ways. A lock closes the gate at once, and an unlock, or
+// ClusterInformation created again, opens it at once: a check that failed
+// only for the lock says nothing the lock does not say better now, and a
+// teardown refused on it is journaled, its address kept from Calico's own
+// release until the agent replays it.
 func (g *Gate) Err() error {
 	if g == nil {
 		return nil
@@ -110,7 +114,7 @@ func (g *Gate) Err() error {
 	g.mu.Lock()
 	err := g.err
 	g.mu.Unlock()
-	if err != nil {
+	if err != nil && (g.lock == nil || !IsLocked(err)) {
 		return err
 	}
 	return g.lock.err()

@@ -87,3 +87,33 @@ func TestGateFailsClosed(t *testing.T) {
 		t.Fatal("open after a check that could not be made")
 	}
 }
+
+// A check that failed only because ClusterInformation default was gone (a
+// datastore wiped and set up again, as Calico's own suite does between
+// specs) keeps the gate closed no longer than the lock says so: once the
+// lock sees it again, the gate opens without waiting for the next check.
+func TestGateOpensWithTheLock(t *testing.T) {
+	ctx := context.Background()
+	var ready *bool
+	m := apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceEnv}
+	l := NewLock(m, nil, func(context.Context) (*bool, error) { return ready, nil }, nil)
+	g := NewFunc(l.check, time.Hour)
+	g.lock = l
+	if err := g.Once(ctx); !IsLocked(err) {
+		t.Fatalf("no ClusterInformation: %v", err)
+	}
+	if err := g.Err(); !IsLocked(err) {
+		t.Fatalf("closed while absent: %v", err)
+	}
+	yes := true
+	l.set(&yes) // as the watch delivers it
+	if err := g.Err(); err != nil {
+		t.Fatalf("ClusterInformation back, the gate still closed by the last check: %v", err)
+	}
+	checkErr := errors.New("the server is currently unable to handle the request (get servergroups)")
+	g.check = func(context.Context) error { return checkErr }
+	_ = g.Once(ctx)
+	if err := g.Err(); err == nil || IsLocked(err) {
+		t.Fatalf("a discovery failure must keep the gate closed whatever the lock says: %v", err)
+	}
+}

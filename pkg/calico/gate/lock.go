@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/projectcalico/calico/libcalico-go/lib/clientv3"
 	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
@@ -72,7 +73,23 @@ type Lock struct {
 	absent     bool // no ClusterInformation default
 	locked     bool
 	unfollowed error // the watch's last failure, until it delivers again
+
+	// While the watch cannot answer, a read of its own does (readThrough),
+	// one at a time, its verdict kept for readFresh.
+	readMu sync.Mutex
+	readAt time.Time
+	read   error
+	now    func() time.Time
 }
+
+// readFresh is how long a read's verdict stands in for the watch's. Calico
+// waits 10 s after locking before it copies anything, so a write let
+// through on an unlocked read this old still lands before the copy, as one
+// let through by the watch a moment before a lock does.
+const readFresh = time.Second
+
+// readTimeout bounds a read made while the watch cannot answer.
+const readTimeout = 3 * time.Second
 
 // NewLock follows the lock in m through dyn (watched), or get (read at
 // each check); onChange, when set, runs after every change, so that a
@@ -81,7 +98,7 @@ func NewLock(m apigroup.Mode, dyn dynamic.Interface, get func(ctx context.Contex
 	if m.Source == apigroup.SourceEtcd {
 		dyn = nil
 	}
-	return &Lock{mode: m, dyn: dyn, get: get, onChange: onChange}
+	return &Lock{mode: m, dyn: dyn, get: get, onChange: onChange, now: time.Now}
 }
 
 // ClusterInfoReady reads ClusterInformation default's datastoreReady
@@ -138,24 +155,57 @@ func (l *Lock) check(ctx context.Context) error {
 }
 
 // err is a *LockedError while Calico's datastore is locked, or capo
-// cannot tell, as last seen.
+// cannot tell, as last seen; while the watch cannot answer, as read now.
 func (l *Lock) err() error {
 	if l == nil {
 		return nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	unfollowed, known, absent, locked := l.unfollowed, l.known, l.absent, l.locked
+	l.mu.Unlock()
+	if unfollowed != nil {
+		return l.readThrough(unfollowed)
+	}
+	return l.verdict(known, absent, locked)
+}
+
+func (l *Lock) verdict(known, absent, locked bool) error {
 	switch {
-	case l.unfollowed != nil:
-		return &LockedError{Mode: l.mode, Unfollowed: l.unfollowed}
-	case !l.known:
+	case !known:
 		return &LockedError{Mode: l.mode, NotYet: true}
-	case l.absent:
+	case absent:
 		return &LockedError{Mode: l.mode, Absent: true}
-	case l.locked:
+	case locked:
 		return &LockedError{Mode: l.mode}
 	}
 	return nil
+}
+
+// readThrough answers while the watch cannot: its connection cut, or a
+// list failed and the reflector backs off before the next (up to 30 s).
+// A failed read of the watch is no answer, but neither is it a reason to
+// refuse what a read of ClusterInformation now can confirm: a hold or a
+// teardown's reservation refused for it is an address left to Calico.
+// When the read fails too, capo cannot tell, and writes nothing.
+func (l *Lock) readThrough(watchErr error) error {
+	if l.get == nil {
+		return &LockedError{Mode: l.mode, Unfollowed: watchErr}
+	}
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	if !l.readAt.IsZero() && l.now().Sub(l.readAt) < readFresh {
+		return l.read
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	ready, err := l.get(ctx)
+	if err != nil {
+		l.read = &LockedError{Mode: l.mode, Unfollowed: fmt.Errorf("%w; reading it instead: %w", watchErr, err)}
+	} else {
+		l.read = l.verdict(true, ready == nil, ready != nil && !*ready)
+	}
+	l.readAt = l.now()
+	return l.read
 }
 
 // unfollow records a failed watch; nil clears it.

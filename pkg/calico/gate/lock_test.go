@@ -107,3 +107,69 @@ func waitFor(t *testing.T, ok func() bool, what string) {
 	}
 	t.Fatalf("%s was not seen in 5 s", what)
 }
+
+// While its watch cannot answer (cut, or a list failed and the reflector
+// backs off), the lock reads ClusterInformation itself rather than refuse
+// every write: a read that answers is as good as the watch, for a moment;
+// one that fails too leaves capo unable to tell, and writing nothing.
+func TestLockReadsThroughWhileItsWatchCannotAnswer(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "clusterinformations"}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ClusterInformationList"})
+	f, tr := false, true
+	var answer *bool
+	var readErr error
+	reads := 0
+	l := NewLock(apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceDiscovery}, dyn, func(context.Context) (*bool, error) {
+		reads++
+		return answer, readErr
+	}, nil)
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	l.set(&tr)
+	if err := l.err(); err != nil || reads != 0 {
+		t.Fatalf("watched and unlocked: %v after %d reads", err, reads)
+	}
+
+	l.unfollow(errors.New("watch cut"))
+	answer = &tr
+	if err := l.err(); err != nil {
+		t.Fatalf("watch cut, ClusterInformation read unlocked: %v", err)
+	}
+	if err := l.err(); err != nil || reads != 1 {
+		t.Fatalf("within the read's second: %v after %d reads, want the one", err, reads)
+	}
+
+	now = now.Add(2 * time.Second)
+	answer = &f
+	if e := new(LockedError); !errors.As(l.err(), &e) || e.Unfollowed != nil || e.Absent || reads != 2 {
+		t.Fatalf("read locked: %v after %d reads", e, reads)
+	}
+
+	now = now.Add(2 * time.Second)
+	answer = nil
+	if e := new(LockedError); !errors.As(l.err(), &e) || !e.Absent {
+		t.Fatalf("read absent: %v", e)
+	}
+
+	now = now.Add(2 * time.Second)
+	readErr = errors.New("connection refused")
+	err := l.err()
+	if e := new(LockedError); !errors.As(err, &e) || e.Unfollowed == nil ||
+		!strings.Contains(err.Error(), "watch cut") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("watch and read both failing: %v", err)
+	}
+
+	l.set(&tr) // the watch delivers again
+	readErr, reads = nil, 0
+	if err := l.err(); err != nil || reads != 0 {
+		t.Fatalf("watch back: %v after %d reads", err, reads)
+	}
+
+	// Without a way to read, a cut watch is as good as locked, as before.
+	bare := NewLock(apigroup.Mode{Group: apigroup.GroupV1, Source: apigroup.SourceDiscovery}, dyn, nil, nil)
+	bare.set(&tr)
+	bare.unfollow(errors.New("watch cut"))
+	if e := new(LockedError); !errors.As(bare.err(), &e) || e.Unfollowed == nil {
+		t.Fatalf("no read: %v", bare.err())
+	}
+}
