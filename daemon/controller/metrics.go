@@ -17,6 +17,8 @@ type metrics struct {
 	reserved         *prometheus.GaugeVec
 	maxCount         prometheus.Gauge
 	releases         *prometheus.CounterVec
+	heldBack         *prometheus.CounterVec
+	releasesInDoubt  *prometheus.CounterVec
 	oldest           prometheus.Gauge
 	planSeconds      prometheus.Histogram
 	passSeconds      prometheus.Histogram
@@ -80,6 +82,16 @@ func newMetrics() *metrics {
 			Name: "capo_controller_releases_total", Help: "Reservations released, by reason (ttl, max-count, owner-gone, namespace-gone, scaled-down, manual).",
 		},
 			[]string{"reason"}),
+		heldBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_controller_releases_held_back_total",
+			Help: "Releases judged by the caches (owner-gone, scaled-down, namespace-gone) held back by a pass because a live read of their owner or namespace failed (cause read-failed) or does not release them so (disagrees); a later pass judges them again.",
+		},
+			[]string{"reason", "cause"}),
+		releasesInDoubt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capo_controller_releases_in_doubt_total",
+			Help: "Releases whose write ended without an answer (its context ended, its connection dropped, the datastore failed in its midst), by reason: they may have landed; each is logged, and the next pass reads whether it is still held.",
+		},
+			[]string{"reason"}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_controller_oldest_reservation_age_seconds", Help: "Age of the oldest reservation kept by the last pass.",
 		}),
@@ -129,11 +141,17 @@ func newMetrics() *metrics {
 	}
 	for _, r := range release.Reasons {
 		m.releases.WithLabelValues(string(r))
+		m.releasesInDoubt.WithLabelValues(string(r))
+	}
+	for r := range byCache {
+		for _, cause := range []string{heldReadFailed, heldDisagrees} {
+			m.heldBack.WithLabelValues(string(r), cause)
+		}
 	}
 	for _, r := range []string{ReasonAgentAway, reserve.ReasonNodeLost} {
 		m.recentCovered.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.leader, m.reserved, m.pools, m.poolSize, m.maxCount, m.releases, m.oldest, m.planSeconds, m.passSeconds,
+	m.reg.MustRegister(m.leader, m.reserved, m.pools, m.poolSize, m.maxCount, m.releases, m.heldBack, m.releasesInDoubt, m.oldest, m.planSeconds, m.passSeconds,
 		m.nodeLost, m.lostNodes, m.remembered, m.recentRemembered, m.recentCovered, m.agentsAway, m.lostPending, m.passErrors, m.unreadable, m.migrated, m.configReloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

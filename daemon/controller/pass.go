@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -52,8 +53,10 @@ func (rel *releaser) release(ctx context.Context, listing *reserve.Listing) (*pa
 	rel.recallRecreatable(&rd.world)
 	rd.world.Manual, rd.asked = rel.manualRequests(rd.entries)
 	t := rel.now()
-	rd.plan = release.Plan(rel.judged(rd.entries), t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, rd.world)
+	judged := rel.judged(rd.entries)
+	rd.plan = release.Plan(judged, t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, rd.world)
 	rel.metrics.planSeconds.Observe(rel.now().Sub(t).Seconds())
+	rd.plan = rel.confirm(ctx, rd.plan, judged, rd.world, t, cfg.IPReserveTime)
 	var err error
 	rd.released, err = rel.apply(ctx, rd.plan)
 	rel.gauges(rd.entries, rd.released, cfg.IPReserveMaxCount)
@@ -105,12 +108,18 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 	for _, ref := range done {
 		released[ref] = true
 	}
+	maybe := maybeWritten(err)
 	for _, r := range plan {
+		held := rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String()
+		if maybe[r.Ref()] {
+			rel.metrics.releasesInDoubt.WithLabelValues(string(r.Reason)).Inc()
+			slog.Warn(MaybeReleased, "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held, "err", err)
+		}
 		if !released[r.Ref()] {
-			continue // already gone (someone else released it), or not reached
+			continue // already gone (someone else released it), not reached, or in doubt
 		}
 		rel.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
-		slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "held", rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String())
+		slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held)
 		if p := rel.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
 			rel.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
 		}
@@ -119,6 +128,25 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 		return released, fmt.Errorf("releasing (%d of %d done): %w", len(done), len(plan), err)
 	}
 	return released, nil
+}
+
+// MaybeReleased is the warning for a release whose write ended without an
+// answer (its context ended, its connection dropped): it may have landed,
+// and the next pass's List tells. The robustness suite's checker reads it
+// as a release, of its reason (test/robust's logs.go).
+const MaybeReleased = "release of a reservation may have been written"
+
+// maybeWritten are the refs of a write err leaves in doubt.
+func maybeWritten(err error) map[reserve.Ref]bool {
+	var m *reserve.MaybeWritten
+	if !errors.As(err, &m) {
+		return nil
+	}
+	out := make(map[reserve.Ref]bool, len(m.Refs))
+	for _, ref := range m.Refs {
+		out[ref] = true
+	}
+	return out
 }
 
 // releaseAll releases the plan: an operator's releases by hand so that

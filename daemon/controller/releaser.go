@@ -24,11 +24,14 @@ type releaser struct {
 	recreatable   map[release.OwnerKey]time.Time // StatefulSets last seen opting in to keep members across a re-creation
 	legacyWarned  map[string]string              // nodes told their release annotation is not read, and its value
 	unwatchedTold map[reserve.Ref]string         // reservations told their owner's kind is not watched, and why
+	observed      map[request]time.Time          // release requests, when this replica's watch first showed each
+	stampDue      chan struct{}                  // the release ConfigMap changed: its stamps to write (stampLoop)
 
 	poolsAt      time.Time             // the last read of Calico's pool utilization (pass goroutine only)
 	requestsSeen map[request]time.Time // releases by hand answered, and when first seen (pass goroutine only)
+	heldTold     map[string]string     // releases held back, as last told, by owner, reason and why (pass goroutine only)
 }
 
 func newReleaser(d *deps, oc OwnerClients) *releaser {
-	return &releaser{deps: d, owners: newOwnerWatches(oc), legacyWarned: map[string]string{}}
+	return &releaser{deps: d, owners: newOwnerWatches(oc), legacyWarned: map[string]string{}, observed: map[request]time.Time{}, stampDue: make(chan struct{}, 1)}
 }

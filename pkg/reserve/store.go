@@ -2,6 +2,7 @@ package reserve
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ type Store interface {
 	// Release ends the reservations refs name wherever they are held, and
 	// returns the refs that were: an entry replaced at a ref's place since
 	// is left (see Ref). It touches only reservations: an address still
-	// allocated in Calico IPAM stays allocated.
+	// allocated in Calico IPAM stays allocated. An error that is a
+	// *MaybeWritten names refs whose write may have landed all the same.
 	Release(ctx context.Context, refs []Ref) ([]Ref, error)
 	// ReleaseByHand is Release for an operator (capoctl release, a
 	// request by hand): the teardowns it ends stay released. A later
@@ -65,6 +67,22 @@ func SameTeardown(a, b Entry) bool {
 	}
 	return a.PodUID != "" && a.PodUID == b.PodUID
 }
+
+// MaybeWritten is a write of Release or ReleaseByHand whose outcome is not
+// known: it was sent, and no answer came (its context ended, its
+// connection dropped) or the datastore failed in its midst. Refs are what
+// it was to end; they may be released or still held, as the next List
+// tells.
+type MaybeWritten struct {
+	Refs []Ref
+	Err  error
+}
+
+func (e *MaybeWritten) Error() string {
+	return fmt.Sprintf("the write ending %d reservations may have landed: %v", len(e.Refs), e.Err)
+}
+
+func (e *MaybeWritten) Unwrap() error { return e.Err }
 
 // Listing is what List read.
 type Listing struct {

@@ -80,6 +80,9 @@ func (s *objectIO) get(ctx context.Context, name string) (*loaded, error) {
 
 // put writes c: a create when prev is nil, else an update at prev's version.
 func (s *objectIO) put(ctx context.Context, c *layout.Contents, prev *apiv3.IPReservation) (*loaded, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // not sent: no write in doubt
+	}
 	o := c.Object()
 	var res *apiv3.IPReservation
 	if prev == nil {
@@ -97,7 +100,7 @@ func (s *objectIO) put(ctx context.Context, c *layout.Contents, prev *apiv3.IPRe
 		out, err = s.objs.Update(ctx, res, options.SetOptions{})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("writing reservation object %s: %w", o.Name, err)
+		return nil, &writeError{name: o.Name, err: err}
 	}
 	s.writes.Add(1)
 	s.remember(out)

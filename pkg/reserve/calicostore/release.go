@@ -44,6 +44,9 @@ func (s *Store) release(ctx context.Context, refs []reserve.Ref, take func(*layo
 			return retireIfEmpty(c) || len(got) > 0
 		})
 		if err != nil {
+			if mayHaveLanded(err) && len(got) > 0 {
+				err = &reserve.MaybeWritten{Refs: got, Err: err}
+			}
 			return released, err
 		}
 		released = append(released, got...)

@@ -35,6 +35,11 @@ type Objects struct {
 	// "update", "delete", "get", "list") and object name, outside the
 	// lock: a test interleaves another writer there, or fails the call.
 	Before func(verb, name string) error
+	// LoseAnswer, if set, runs after every create and update that was
+	// applied, outside the lock; an error it returns is returned in place
+	// of the result: the write landed and its answer was lost (a context
+	// ended, a connection dropped).
+	LoseAnswer func(verb, name string) error
 
 	mu    sync.Mutex
 	objs  map[string]*apiv3.IPReservation
@@ -67,6 +72,11 @@ func (f *Objects) Calls(verb string) int {
 
 // Create stores a new object.
 func (f *Objects) Create(_ context.Context, res *apiv3.IPReservation, _ options.SetOptions) (*apiv3.IPReservation, error) {
+	out, err := f.create(res)
+	return f.answer("create", res.Name, out, err)
+}
+
+func (f *Objects) create(res *apiv3.IPReservation) (*apiv3.IPReservation, error) {
 	if err := f.enter("create", res.Name); err != nil {
 		return nil, err
 	}
@@ -86,8 +96,23 @@ func (f *Objects) Create(_ context.Context, res *apiv3.IPReservation, _ options.
 	return out.DeepCopy(), nil
 }
 
+// answer is a write's result, unless LoseAnswer loses that of one applied.
+func (f *Objects) answer(verb, name string, out *apiv3.IPReservation, err error) (*apiv3.IPReservation, error) {
+	if err == nil && f.LoseAnswer != nil {
+		if lost := f.LoseAnswer(verb, name); lost != nil {
+			return nil, lost
+		}
+	}
+	return out, err
+}
+
 // Update replaces an object read at its current version.
 func (f *Objects) Update(_ context.Context, res *apiv3.IPReservation, _ options.SetOptions) (*apiv3.IPReservation, error) {
+	out, err := f.update(res)
+	return f.answer("update", res.Name, out, err)
+}
+
+func (f *Objects) update(res *apiv3.IPReservation) (*apiv3.IPReservation, error) {
 	if err := f.enter("update", res.Name); err != nil {
 		return nil, err
 	}

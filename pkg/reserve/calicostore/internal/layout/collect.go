@@ -61,14 +61,21 @@ func older(a, b reserve.Entry) bool {
 }
 
 // renews reports whether e, reserving an address already held as old, is a
-// later teardown of the same pod from another sandbox: the pod got the
+// later teardown of the same pod: from another sandbox (the pod got the
 // address back, and lost it again before capo-controller ended the old
-// reservation. Then e replaces old, so that its age and its sandbox are
-// the latest teardown's. A DEL repeated for one sandbox (a retry, a replay)
-// renews nothing: the first timestamp stands.
+// reservation), or of the running pod that old held while calico-node was
+// replaced (a hold is no teardown: the time counts from the teardown).
+// Then e replaces old, so that its age and its sandbox are the latest
+// teardown's. A DEL repeated for one sandbox (a retry, a replay) renews
+// nothing: the first timestamp stands.
 func renews(old, e reserve.Entry) bool {
-	return e.Sandbox != "" && old.Sandbox != "" && e.Sandbox != old.Sandbox &&
-		e.Namespace == old.Namespace && e.Pod == old.Pod && e.ReservedAt.After(old.ReservedAt)
+	if e.Namespace != old.Namespace || e.Pod != old.Pod || !e.ReservedAt.After(old.ReservedAt) {
+		return false
+	}
+	if old.Reason == reserve.ReasonCNIRewrite && e.Reason != reserve.ReasonCNIRewrite {
+		return true
+	}
+	return e.Sandbox != "" && old.Sandbox != "" && e.Sandbox != old.Sandbox
 }
 
 // merge is the one entry two copies of a reservation stand for: the
