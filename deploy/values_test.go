@@ -105,25 +105,31 @@ func parsedConfig(t *testing.T, objs []*unstructured.Unstructured) *config.Confi
 	return c
 }
 
-// capo-controller may list and watch Kruise's Advanced StatefulSets and
-// every listed owner kind: a kind it cannot watch is never judged gone.
+// capo-controller may get, list and watch Kruise's Advanced StatefulSets
+// and every listed owner kind: a kind it cannot watch is never judged
+// gone, and a release judged by an owner or a namespace is confirmed with
+// a get of it.
 func TestOwnerKindsGranted(t *testing.T) {
 	_, objs := render(t, "capo", "capo-system", map[string]any{"config": map[string]any{
 		"ownerKinds": []any{map[string]any{"group": "example.com", "version": "v1", "kind": "Broker", "resource": "brokers"}},
 	}})
 	rules, _, _ := unstructured.NestedSlice(find(t, objs, "ClusterRole", "capo-controller").Object, "rules")
-	granted := map[string]bool{}
+	granted := map[string]string{}
 	for _, r := range rules {
 		m := r.(map[string]any)
+		var verbs []string
+		for _, v := range m["verbs"].([]any) {
+			verbs = append(verbs, v.(string))
+		}
 		for _, g := range m["apiGroups"].([]any) {
 			for _, res := range m["resources"].([]any) {
-				granted[g.(string)+"/"+res.(string)] = true
+				granted[g.(string)+"/"+res.(string)] = strings.Join(verbs, ",")
 			}
 		}
 	}
-	for _, want := range []string{"apps/statefulsets", "apps.kruise.io/statefulsets", "example.com/brokers"} {
-		if !granted[want] {
-			t.Errorf("capo-controller is not granted %s: %v", want, granted)
+	for _, want := range []string{"apps/statefulsets", "apps/replicasets", "apps/deployments", "/namespaces", "apps.kruise.io/statefulsets", "example.com/brokers"} {
+		if granted[want] != "get,list,watch" {
+			t.Errorf("capo-controller is granted %q on %s, want get, list and watch: %v", granted[want], want, granted)
 		}
 	}
 }

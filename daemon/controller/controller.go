@@ -137,7 +137,10 @@ func (c *Controller) watchTriggers() {
 	_, _ = c.caches.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) { c.coverer.nodeDeleted(obj) },
 	})
-	_, _ = c.caches.requests.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: due, UpdateFunc: dueUpdate})
+	_, _ = c.caches.requests.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.releaser.observe(obj); c.due() },
+		UpdateFunc: func(_, obj any) { c.releaser.observe(obj); c.due() },
+	})
 	_, _ = c.caches.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*corev1.Pod)
@@ -180,6 +183,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.synced.Store(true)
 	daemon.ReleaseStartupMemory()
 	go c.coverer.runLost(ctx)
+	go c.releaser.stampLoop(ctx)
 	return c.seekLease(ctx, errc)
 }
 

@@ -41,6 +41,7 @@ const notListed = "not listed yet"
 type ownerWatch struct {
 	kind owners.Kind
 	inf  cache.SharedIndexInformer
+	gvr  schema.GroupVersionResource // the resource inf watches, read live too (liveowners.go)
 	stop chan struct{}
 
 	mu     sync.Mutex
@@ -109,6 +110,7 @@ func (ws *ownerWatches) start(w *ownerWatch) {
 		w.mu.Unlock()
 		return
 	}
+	w.gvr = gvr
 	if w.kind.Key() == owners.KruiseStatefulSet.Key() {
 		w.inf = dynamicinformer.NewFilteredDynamicInformer(ws.clients.Dynamic, gvr, "", 0, cache.Indexers{}, nil).Informer()
 		_ = w.inf.SetTransform(trimKruiseSet)

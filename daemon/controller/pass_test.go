@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -62,13 +64,15 @@ func TestMatchesManual(t *testing.T) {
 var now = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 // passBed is a leading controller on a fake clientset and the fake store,
-// its clock stopped at now, its Events recorded.
+// its clock stopped at now (moved by the test through clock: the
+// informers' handlers read it too), its Events recorded.
 type passBed struct {
 	t      *testing.T
 	c      *Controller
 	kube   *fake.Clientset
 	store  *reservetest.Store
 	events *record.FakeRecorder
+	clock  *clock
 }
 
 func newPassBed(t *testing.T, objs ...runtime.Object) *passBed {
@@ -76,13 +80,13 @@ func newPassBed(t *testing.T, objs ...runtime.Object) *passBed {
 	for _, ns := range []string{"kafka", "redis"} { // the entries' namespaces live unless a test says otherwise
 		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	b := &passBed{t: t, kube: fake.NewClientset(objs...), store: reservetest.NewStore(reserve.DefaultLimits), events: record.NewFakeRecorder(100)}
+	b := &passBed{t: t, kube: fake.NewClientset(objs...), store: reservetest.NewStore(reserve.DefaultLimits), events: record.NewFakeRecorder(100), clock: &clock{t: now}}
 	c, err := New(Options{Namespace: "capo-system", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 		b.kube, OwnerClients{}, b.store, &holders{by: map[string][2]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.recorder, c.now = b.events, func() time.Time { return now }
+	c.recorder, c.now = b.events, b.clock.now
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if !c.caches.start(ctx.Done()) {
@@ -174,8 +178,7 @@ func TestPassReleasesWhatIsDueAndStampsTheRest(t *testing.T) {
 	if ev := b.eventReasons(); !slices.Equal(ev, []string{"IPReservationReleased"}) {
 		t.Errorf("events %v: want one, on the pod that still exists", ev)
 	}
-	now2 := now
-	b.c.now = func() time.Time { return now2.Add(time.Minute) }
+	b.clock.add(time.Minute)
 	b.pass()
 	if e := b.held()["fd00::1"]; !e.Seen.Equal(now) {
 		t.Fatalf("a second pass moved Seen to %v", e.Seen)
@@ -224,8 +227,7 @@ func TestPassReleasesByHandAsValues(t *testing.T) {
 func TestAManualRequestIsAppliedOnce(t *testing.T) {
 	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "all"}}
 	b := newPassBed(t, req)
-	clk := &clock{t: now}
-	b.c.now = clk.now
+	clk := b.clock
 	refuse := true
 	b.kube.PrependReactor("patch", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if refuse {
@@ -262,6 +264,130 @@ func TestAManualRequestIsAppliedOnce(t *testing.T) {
 	b.pass()
 	if got := b.held(); len(got) != 0 {
 		t.Fatalf("held %+v: the request given again was not answered", got)
+	}
+}
+
+// A request first seen long after it was given (its leader away, Calico
+// locked, the last leader gone before clearing its key) releases what was
+// reserved by the time it was written, not the pod's teardowns since.
+func TestARequestReleasesNothingReservedAfterItWasWritten(t *testing.T) {
+	asked := metav1.NewTime(now.Add(-30 * time.Second))
+	req := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap, ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate, Time: &metav1.Time{Time: now.Add(-time.Hour)}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}},
+			{Manager: "kubectl-patch", Operation: metav1.ManagedFieldsOperationUpdate, Time: &asked, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:n1":{}}}`)}},
+		}},
+		Data: map[string]string{"n1": "pod=kafka/a-0"},
+	}
+	b := newPassBed(t, req)
+	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", time.Minute), held("10.0.0.2", "kafka", "a-0", 10*time.Second))
+	b.pass()
+	releasedOnlyTheFirst(t, b, "written")
+}
+
+// Where the API server keeps no record of when a key was written (a
+// ConfigMap created empty), the watch bounds it: a request shown by this
+// replica's watch while its passes could not run (Calico locked, another
+// replica leading) releases nothing reserved after it showed.
+func TestARequestReleasesNothingReservedAfterItShowed(t *testing.T) {
+	b := newPassBed(t)
+	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "pod=kafka/a-0"}}
+	b.showRequest(req, request{"n1", "pod=kafka/a-0"})
+	b.clock.add(time.Minute)
+	later := fresh("10.0.0.2", "kafka", "a-0", 0)
+	later.ReservedAt = now.Add(30 * time.Second) // after the request showed, at now
+	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", time.Minute), later)
+	b.pass()
+	releasedOnlyTheFirst(t, b, "showed")
+}
+
+// A replica that starts after a request was given, and first shows it
+// late, bounds it by when another replica first showed it (the stamp on
+// the ConfigMap): a teardown reserved in between is not what it asked for.
+func TestARequestReleasesNothingReservedAfterAnotherReplicaSawIt(t *testing.T) {
+	b := newPassBed(t)
+	b.clock.add(time.Minute) // this replica starts a minute after the request showed elsewhere
+	stamps, _ := json.Marshal(map[string]seenStamp{"n1": {Value: "pod=kafka/a-0", Seen: now}})
+	meta := metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap, Annotations: map[string]string{ReleaseSeenAnnotation: string(stamps)}}
+	req := &corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"n1": "pod=kafka/a-0"}}
+	b.showRequest(req, request{"n1", "pod=kafka/a-0"})
+	later := fresh("10.0.0.2", "kafka", "a-0", 0)
+	later.ReservedAt = now.Add(30 * time.Second) // after the stamp, before this replica saw it
+	b.reserve("n1", held("10.0.0.1", "kafka", "a-0", time.Minute), later)
+	b.pass()
+	releasedOnlyTheFirst(t, b, "was stamped seen")
+}
+
+// Every replica notes on the release ConfigMap when its watch first showed
+// each request; a first stamp stays, and one whose key changed or went
+// goes with it.
+func TestReplicasStampWhenTheyFirstSawARequest(t *testing.T) {
+	ctx := context.Background()
+	b := newPassBed(t)
+	cms := b.kube.CoreV1().ConfigMaps("capo-system")
+	req := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capo-system", Name: DefaultReleaseConfigMap}, Data: map[string]string{"n1": "pod=kafka/a-0", "n2": "all"}}
+	if _, err := cms.Create(ctx, req, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rel := b.c.releaser
+	stampsAfter := func(what string, want map[string]seenStamp) {
+		t.Helper()
+		var got map[string]seenStamp
+		waitFor(t, what, func() bool {
+			if err := rel.stamp(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cm, err := cms.Get(ctx, DefaultReleaseConfigMap, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = seenStamps(cm)
+			return len(got) == len(want) && maps.EqualFunc(got, want, func(a, b seenStamp) bool { return a.Value == b.Value && a.Seen.Equal(b.Seen) })
+		})
+	}
+	stampsAfter("both requests stamped", map[string]seenStamp{"n1": {"pod=kafka/a-0", now}, "n2": {"all", now}})
+
+	b.clock.add(time.Minute)
+	req.Data = map[string]string{"n1": "pod=kafka/a-0", "n2": "10.0.0.9"}
+	if _, err := cms.Update(ctx, req, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stampsAfter("n2's new request stamped, n1's first stamp kept", map[string]seenStamp{"n1": {"pod=kafka/a-0", now}, "n2": {"10.0.0.9", now.Add(time.Minute)}})
+
+	req.Data = map[string]string{"n2": "10.0.0.9"}
+	if _, err := cms.Update(ctx, req, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stampsAfter("n1's stamp gone with its key", map[string]seenStamp{"n2": {"10.0.0.9", now.Add(time.Minute)}})
+}
+
+// showRequest creates the release ConfigMap req and waits until this
+// replica's watch has shown r.
+func (b *passBed) showRequest(req *corev1.ConfigMap, r request) {
+	b.t.Helper()
+	if _, err := b.kube.CoreV1().ConfigMaps("capo-system").Create(context.Background(), req, metav1.CreateOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	waitFor(b.t, "the request shown", func() bool {
+		rel := b.c.releaser
+		rel.mu.Lock()
+		defer rel.mu.Unlock()
+		_, ok := rel.observed[r]
+		return ok
+	})
+}
+
+// releasedOnlyTheFirst: of a-0's two teardowns, the pass released
+// 10.0.0.1, the one the request was given for, and kept 10.0.0.2,
+// reserved after the request was (when).
+func releasedOnlyTheFirst(t *testing.T, b *passBed, when string) {
+	t.Helper()
+	got := b.held()
+	if _, ok := got["10.0.0.1"]; ok {
+		t.Fatalf("held %+v: the teardown the request was given for was not released", got)
+	}
+	if _, ok := got["10.0.0.2"]; !ok {
+		t.Fatalf("held %+v: a teardown reserved after the request %s was released by it", got, when)
 	}
 }
 

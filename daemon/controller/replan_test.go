@@ -1,7 +1,12 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +55,48 @@ func TestPassKeepsAnEntryReplacedBeforeItsWrite(t *testing.T) {
 	b.pass()
 	if got := b.held()["10.0.0.1"]; got.Sandbox != "bbbb" || !got.Seen.Equal(now) {
 		t.Fatalf("the next pass: %+v; want it kept and stamped, an hour of TTL ahead", got)
+	}
+}
+
+// A release whose write lands but whose answer is lost (the soak's
+// `context canceled` as a new leader took over) is said: a warning naming
+// the entry and its reason, and a count; the next pass finds it gone and
+// releases nothing again.
+func TestAReleaseInDoubtIsSaid(t *testing.T) {
+	b := newPassBed(t)
+	e := held("10.0.0.1", "kafka", "broker-0", 2*time.Hour)
+	e.Node, e.Sandbox = "n1", "aaaa"
+	b.reserve("n1", e)
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&logged, nil)))
+	b.store.Objects.LoseAnswer = func(verb, _ string) error {
+		if verb == "update" {
+			return &url.Error{Op: "Put", URL: "https://api/ipreservations", Err: context.Canceled}
+		}
+		return nil
+	}
+	if err := b.c.pass(context.Background()); err == nil {
+		t.Fatal("the pass whose write lost its answer reported no error")
+	}
+	b.store.Objects.LoseAnswer = nil
+	var line struct{ Msg, IP, Node, Pod, Sandbox, Reason string }
+	for _, l := range strings.Split(logged.String(), "\n") {
+		if strings.Contains(l, MaybeReleased) {
+			_ = json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if line.IP != "10.0.0.1" || line.Node != "n1" || line.Pod != "kafka/broker-0" || line.Sandbox != "aaaa" || line.Reason != "ttl" {
+		t.Fatalf("logged %+v, want a warning naming 10.0.0.1's entry and its reason:\n%s", line, logged.String())
+	}
+	if n := testutil.ToFloat64(b.c.metrics.releasesInDoubt.WithLabelValues("ttl")); n != 1 {
+		t.Errorf("ttl releases in doubt %v", n)
+	}
+	b.pass()
+	if got := b.held(); len(got) != 0 {
+		t.Fatalf("held %v: the write had landed", got)
+	}
+	if n := testutil.ToFloat64(b.c.metrics.releases.WithLabelValues("ttl")); n != 0 {
+		t.Errorf("ttl releases %v: the next pass found nothing to release", n)
 	}
 }

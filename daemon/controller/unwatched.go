@@ -30,7 +30,7 @@ func (rel *releaser) reportUnwatched(entries []reserve.Entry, unwatched map[stri
 		}
 		slog.Warn("a reserved member's owner is of a kind capo cannot watch: the reservation stays until its time, never ended as owner-gone or scaled-down",
 			"ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "owner", u.kind.String()+" "+e.Namespace+"/"+e.OwnerName, "why", u.why)
-		const msg = "capo cannot watch %s (%s): the reservation of %s for %s/%s stays until its reservation time and is not ended when its owner is deleted or scaled down; install the kind, or grant capo-controller list and watch on it (the chart's ownerKinds)"
+		const msg = "capo cannot watch %s (%s): the reservation of %s for %s/%s stays until its reservation time and is not ended when its owner is deleted or scaled down; install the kind, or grant capo-controller get, list and watch on it (the chart's ownerKinds)"
 		owner := &corev1.ObjectReference{Kind: u.kind.Kind, APIVersion: u.kind.GroupVersion().String(), Namespace: e.Namespace, Name: e.OwnerName, UID: types.UID(e.OwnerUID)}
 		rel.recorder.Eventf(owner, corev1.EventTypeWarning, "OwnerNotWatched", msg, u.kind, u.why, e.IP, e.Namespace, e.Pod)
 		if p := rel.caches.pod(e.Namespace, e.Pod); p != nil {

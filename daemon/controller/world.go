@@ -105,17 +105,9 @@ func (c *caches) world() release.World {
 		}
 	}
 	for _, s := range kubeclient.Listed[appsv1.StatefulSet](c.sets.GetStore().List()) {
-		ow := release.Owner{UID: string(s.UID), StatefulSet: true, Replicas: 1}
-		if s.Spec.Replicas != nil {
-			ow.Replicas = *s.Spec.Replicas
+		if ow, ok := setOwner(s); ok {
+			w.Owners[release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}] = ow
 		}
-		if s.Spec.Ordinals != nil {
-			ow.OrdinalStart = s.Spec.Ordinals.Start
-		}
-		if s.DeletionTimestamp != nil {
-			continue // being deleted: its pods are going
-		}
-		w.Owners[release.OwnerKey{Kind: "StatefulSet", Namespace: s.Namespace, Name: s.Name}] = ow
 	}
 	deploys := map[string]string{} // ns/name -> uid
 	for _, d := range kubeclient.Listed[appsv1.Deployment](c.deploys.GetStore().List()) {
@@ -124,16 +116,43 @@ func (c *caches) world() release.World {
 		}
 	}
 	for _, rs := range kubeclient.Listed[appsv1.ReplicaSet](c.replicas.GetStore().List()) {
-		if rs.DeletionTimestamp != nil {
-			continue
+		if ow, ok := replicaSetOwner(rs, deploys[rs.Namespace+"/"+parentName(rs)]); ok {
+			w.Owners[release.OwnerKey{Kind: "ReplicaSet", Namespace: rs.Namespace, Name: rs.Name}] = ow
 		}
-		ow := release.Owner{UID: string(rs.UID)}
-		if ref := metav1.GetControllerOf(rs); ref != nil && ref.Kind == "Deployment" {
-			ow.ParentGone = deploys[rs.Namespace+"/"+ref.Name] != string(ref.UID)
-		}
-		w.Owners[release.OwnerKey{Kind: "ReplicaSet", Namespace: rs.Namespace, Name: rs.Name}] = ow
 	}
 	return w
+}
+
+// setOwner is s as the planner reads it; false while it is being deleted
+// (its pods are going). Its ScaleDownAnnotation is read with the policy.
+func setOwner(s *appsv1.StatefulSet) (release.Owner, bool) {
+	ow := release.Owner{UID: string(s.UID), StatefulSet: true, Replicas: 1}
+	if s.Spec.Replicas != nil {
+		ow.Replicas = *s.Spec.Replicas
+	}
+	if s.Spec.Ordinals != nil {
+		ow.OrdinalStart = s.Spec.Ordinals.Start
+	}
+	return ow, s.DeletionTimestamp == nil
+}
+
+// parentName is the name of rs's controlling Deployment; "" for none.
+func parentName(rs *appsv1.ReplicaSet) string {
+	if ref := metav1.GetControllerOf(rs); ref != nil && ref.Kind == "Deployment" {
+		return ref.Name
+	}
+	return ""
+}
+
+// replicaSetOwner is rs as the planner reads it, parentUID the UID of the
+// live Deployment of parentName's name ("" none); false while rs is being
+// deleted.
+func replicaSetOwner(rs *appsv1.ReplicaSet, parentUID string) (release.Owner, bool) {
+	ow := release.Owner{UID: string(rs.UID)}
+	if ref := metav1.GetControllerOf(rs); ref != nil && ref.Kind == "Deployment" {
+		ow.ParentGone = parentUID != string(ref.UID)
+	}
+	return ow, rs.DeletionTimestamp == nil
 }
 
 func (c *caches) node(name string) *corev1.Node { return kubeclient.Cached[corev1.Node](c.nodes, name) }
