@@ -40,6 +40,9 @@ type rewriteHold struct {
 	trigger   chan struct{}
 
 	open bool // the window was open at the last look
+	// rewritten: a window opened since the last let-go, so capo may be out
+	// of the chain until the CNI manager puts it back.
+	rewritten bool
 
 	mu sync.Mutex
 	// letting: holds may be left to let go of (one left by an agent
@@ -140,10 +143,18 @@ func (h *rewriteHold) run(ctx context.Context) {
 	}
 }
 
-// step holds while the window is open; after it, once capo is in the
-// chain again, lets go until nothing is left to let go of.
+// step holds while the window is open, and after it until capo is in the
+// chain again: calico-node's successor may run before the CNI manager has
+// put capo back (its first write refused, the API away), and a hold not
+// made yet, a pod started meanwhile, is as needed then as before. Once
+// capo is back, it lets go until nothing is left to let go of.
 func (h *rewriteHold) step(ctx context.Context) {
 	open, why := h.window.open()
+	if open {
+		h.rewritten = true
+	} else if h.rewritten && h.isLetting() && !h.installed() {
+		open, why = true, "calico-node replaced, capo not back in the CNI chain yet"
+	}
 	if open != h.open {
 		h.metrics.rewriteWindow.Set(map[bool]float64{true: 1}[open])
 		if open {
@@ -164,16 +175,24 @@ func (h *rewriteHold) step(ctx context.Context) {
 		return
 	}
 	h.setLetting(false)
+	h.rewritten = false
 }
 
-// hold reserves the selected running pods' addresses not held yet.
+// hold reserves the selected pods' addresses not held yet: the running
+// pods', and a going pod's while its sandbox still has it (its teardown
+// has not freed it, and may yet do so through the rewritten conflist).
 func (h *rewriteHold) hold(ctx context.Context) {
-	entries := holdEntries(h.cluster, h.window.pods(), h.selectors(), h.sandboxOf(), h.now())
+	ctx, cancel := context.WithTimeout(ctx, h.timeout())
+	defer cancel()
+	entries, going := holdEntries(h.cluster, h.window.pods(), h.selectors(), h.sandboxOf(), h.now())
+	for _, e := range going {
+		if h.stillAllocated(ctx, e) {
+			entries = append(entries, e)
+		}
+	}
 	if len(entries) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.timeout())
-	defer cancel()
 	defer h.guard.reserving(returns.IPs(entries))()
 	res, err := h.reserve.Reserve(ctx, entries)
 	if err != nil {
@@ -255,6 +274,21 @@ func (h *rewriteHold) end(ctx context.Context, holds []reserve.Entry) ([]reserve
 		return nil, nil
 	}
 	return h.store.Release(ctx, refs)
+}
+
+// stillAllocated: Calico allocates e's address to e's pod, to the sandbox
+// e names where it names one. Unknown is no: a hold is never made on an
+// address that may be another pod's by now.
+func (h *rewriteHold) stillAllocated(ctx context.Context, e reserve.Entry) bool {
+	ip, err := netip.ParseAddr(e.IP)
+	if err != nil {
+		return false
+	}
+	who, err := ipam.Who(ctx, h.ipam, ip)
+	if err != nil || who == nil || who.Cooling || !who.Is(e.Namespace, e.Pod) {
+		return false
+	}
+	return e.Sandbox == "" || e.IsSandbox(who.Handle)
 }
 
 // inUse: Calico allocates e's address to the sandbox e was made for, of

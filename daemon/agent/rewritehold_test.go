@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,7 +54,8 @@ func (h holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[str
 }
 
 // The window opens with calico-node's old pod terminating, stays open
-// while it is gone and its successor is not initialized, and closes after.
+// while it is gone (whether or not its deletion's handler has run yet) and
+// its successor is not initialized, and closes after.
 func TestRewriteWindow(t *testing.T) {
 	now := time.Now()
 	var pods []*corev1.Pod
@@ -70,7 +72,10 @@ func TestRewriteWindow(t *testing.T) {
 		{"deleted, no successor yet", nil, true, 0, true},
 		{"successor created, install-cni to run", []*corev1.Pod{calicoNodePod("b", false, false)}, false, 0, true},
 		{"successor initialized", []*corev1.Pod{calicoNodePod("b", true, false)}, false, 0, false},
-		{"deleted again, no successor yet", nil, true, 0, true},
+		// The cache drops a deleted pod before its handler is told: a look
+		// in between still finds the window open.
+		{"deleted again, its handler yet to tell", nil, false, 0, true},
+		{"its handler tells", nil, true, time.Second, true},
 		{"its grace later, none since", nil, false, successorGrace, false},
 	} {
 		pods, now = tc.pods, now.Add(tc.after)
@@ -95,8 +100,12 @@ func TestRewriteHoldHoldsThenLetsGo(t *testing.T) {
 	delete(web.Annotations, selection.PodAnnotation)
 	host := member("db-host", "192.168.1.1") // selected, on the host's network
 	host.Spec.HostNetwork = true
-	pods := []*corev1.Pod{calicoNodePod("old", true, true), db0, db1, db2, web, host}
-	ipam := holders{"10.0.0.1": {"k8s-pod-network.c0", "db-0"}, "10.0.0.2": {"k8s-pod-network.c1", "db-1"}, "10.0.0.3": {"k8s-pod-network.c2", "db-2"}}
+	// Going: evicted, its teardown yet to run (its sandbox still has the
+	// address); and deleted, its teardown done (its address freed).
+	evicted, gone := member("db-3", "10.0.0.4"), member("db-4", "10.0.0.5")
+	evicted.Status.Phase, gone.DeletionTimestamp = corev1.PodFailed, &metav1.Time{Time: time.Now()}
+	pods := []*corev1.Pod{calicoNodePod("old", true, true), db0, db1, db2, web, host, evicted, gone}
+	ipam := holders{"10.0.0.1": {"k8s-pod-network.c0", "db-0"}, "10.0.0.2": {"k8s-pod-network.c1", "db-1"}, "10.0.0.3": {"k8s-pod-network.c2", "db-2"}, "10.0.0.4": {"k8s-pod-network.c3", "db-3"}}
 	inChain := false
 	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	m := newMetrics()
@@ -113,13 +122,18 @@ func TestRewriteHoldHoldsThenLetsGo(t *testing.T) {
 	h.setLetting(true)
 	h.step(ctx)
 	held := holdsOn(t, store)
-	for ip, sandbox := range map[string]string{"10.0.0.1": "", "10.0.0.2": "c1", "10.0.0.3": ""} {
+	for ip, sandbox := range map[string]string{"10.0.0.1": "", "10.0.0.2": "c1", "10.0.0.3": "", "10.0.0.4": ""} {
 		if e, ok := held[ip]; !ok || e.Reason != reserve.ReasonCNIRewrite || e.Sandbox != sandbox || e.OwnerKind != "" && e.PodUID == "" {
 			t.Fatalf("%s held as %+v (%v), want a hold naming sandbox %q", ip, e, ok, sandbox)
 		}
 	}
-	if _, ok := held["10.0.0.9"]; ok || len(held) != 3 {
-		t.Fatalf("held %v: only the selected pods' own addresses", held)
+	if _, ok := held["10.0.0.9"]; ok || len(held) != 4 {
+		t.Fatalf("held %v: only the selected pods' own addresses, an ended pod's while its sandbox has it", held)
+	}
+	delete(held, "10.0.0.4") // its teardown goes through the rewritten conflist
+	delete(ipam, "10.0.0.4")
+	if err := releaseAll(store, "10.0.0.4"); err != nil {
+		t.Fatal(err)
 	}
 
 	// In the window: db-1 torn down by plain calico-ipam (its address
@@ -145,6 +159,22 @@ func TestRewriteHoldHoldsThenLetsGo(t *testing.T) {
 	}
 }
 
+// releaseAll ends every reservation of ip on n1.
+func releaseAll(s reserve.Store, ip string) error {
+	es, err := s.ListNode(context.Background(), "n1")
+	if err != nil {
+		return err
+	}
+	var refs []reserve.Ref
+	for _, e := range es {
+		if e.IP == ip {
+			refs = append(refs, e.Ref())
+		}
+	}
+	_, err = s.Release(context.Background(), refs)
+	return err
+}
+
 func holdsOn(t *testing.T, s reserve.Store) map[string]reserve.Entry {
 	t.Helper()
 	es, err := s.ListNode(context.Background(), "n1")
@@ -156,4 +186,70 @@ func holdsOn(t *testing.T, s reserve.Store) map[string]reserve.Entry {
 		out[e.IP] = e
 	}
 	return out
+}
+
+// The holds go on after calico-node's successor is initialized until capo
+// is back in the chain: one that could not be written in the window (the
+// API away) is written then, and so is a pod's started meanwhile. An agent
+// that starts where capo is not in the chain, with no calico-node
+// replaced, holds nothing for it.
+func TestRewriteHoldHoldsUntilCapoIsBack(t *testing.T) {
+	ctx := context.Background()
+	store := reservetest.NewStore(reserve.DefaultLimits)
+	db0, db5 := member("db-0", "10.0.0.1"), member("db-5", "10.0.0.6")
+	pods := []*corev1.Pod{calicoNodePod("old", true, false), db0}
+	ipam := holders{"10.0.0.1": {"k8s-pod-network.c0", "db-0"}, "10.0.0.6": {"k8s-pod-network.c5", "db-5"}}
+	inChain := false
+	refused := errors.New("the API is away")
+	var reserveErr error
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	h := &rewriteHold{
+		node: "n1", window: &rewriteWindow{selector: labels.SelectorFromSet(labels.Set{"k8s-app": "calico-node"}), pods: func() []*corev1.Pod { return pods }, now: time.Now},
+		cluster: &fakeCluster{node: optedIn}, cachedPod: func(_, name string) *corev1.Pod { return map[string]*corev1.Pod{"db-0": db0, "db-5": db5}[name] },
+		selectors: func() []selection.Selector { return nil }, store: store, ipam: ipam,
+		reserve: reserverFunc(func(ctx context.Context, es []reserve.Entry) (*reserve.Result, error) {
+			if reserveErr != nil {
+				return nil, reserveErr
+			}
+			return store.Reserve(ctx, "n1", es)
+		}),
+		records:   func() ([]*journal.AddrRecord, error) { return nil, nil },
+		installed: func() bool { return inChain }, guard: &addrGuard{}, held: func([]reserve.Entry) {}, metrics: newMetrics(),
+		timeout: func() time.Duration { return time.Second }, now: time.Now,
+	}
+	h.setLetting(true) // as the agent starts
+	h.step(ctx)
+	if n := len(holdsOn(t, store)); n != 0 {
+		t.Fatalf("%d held with calico-node running and capo not in the chain, no replacement seen", n)
+	}
+
+	pods[0] = calicoNodePod("old", true, true)
+	reserveErr = refused
+	h.step(ctx)
+	if n := len(holdsOn(t, store)); n != 0 {
+		t.Fatalf("%d held while the writes are refused", n)
+	}
+	// The successor initialized, a member started, capo not back yet.
+	pods = []*corev1.Pod{calicoNodePod("new", true, false), db0, db5}
+	reserveErr = nil
+	h.step(ctx)
+	if held := holdsOn(t, store); len(held) != 2 || held["10.0.0.1"].Reason != reserve.ReasonCNIRewrite || held["10.0.0.6"].Reason != reserve.ReasonCNIRewrite {
+		t.Fatalf("held %v after the successor ran with capo not back: want db-0's and db-5's", held)
+	}
+	inChain = true
+	h.step(ctx)
+	if held := holdsOn(t, store); len(held) != 0 || h.isLetting() {
+		t.Fatalf("left %v once capo is back (letting go: %v)", held, h.isLetting())
+	}
+	inChain = false // capo out of the chain again, calico-node not replaced: nothing held
+	h.step(ctx)
+	if n := len(holdsOn(t, store)); n != 0 {
+		t.Fatalf("%d held after the let-go with no replacement", n)
+	}
+}
+
+type reserverFunc func(context.Context, []reserve.Entry) (*reserve.Result, error)
+
+func (f reserverFunc) Reserve(ctx context.Context, es []reserve.Entry) (*reserve.Result, error) {
+	return f(ctx, es)
 }

@@ -45,6 +45,10 @@ type rewriteWindow struct {
 
 	mu   sync.Mutex
 	gone time.Time // when a calico-node pod of this node was last deleted
+	// seen: the last look found a calico-node pod on this node. The cache
+	// drops a deleted pod before its handler is told (deleted), so a look
+	// in between finds none: a pod seen, then absent, was deleted then.
+	seen bool
 }
 
 // isCalicoNode says whether p is one of calico-node's pods.
@@ -61,23 +65,32 @@ func (w *rewriteWindow) deleted() {
 
 // open reports whether calico-node is being replaced, and which pod says so.
 func (w *rewriteWindow) open() (bool, string) {
-	running := false
+	running, found, why := false, false, ""
 	for _, p := range w.pods() {
 		if !w.isCalicoNode(p) {
 			continue
 		}
+		found = true
 		switch {
 		case p.DeletionTimestamp != nil:
-			return true, p.Namespace + "/" + p.Name + " terminating"
+			why = p.Namespace + "/" + p.Name + " terminating"
 		case !initialized(p):
-			return true, p.Namespace + "/" + p.Name + " not initialized (install-cni to run)"
+			why = p.Namespace + "/" + p.Name + " not initialized (install-cni to run)"
+		default:
+			running = true
 		}
-		running = true
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if running {
+	seen := w.seen
+	w.seen = found
+	switch {
+	case why != "":
+		return true, why
+	case running:
 		w.gone = time.Time{} // the successor runs
+	case seen && w.gone.IsZero():
+		w.gone = w.now() // seen before, gone now: deleted, its handler yet to tell
 	}
 	if !w.gone.IsZero() && w.now().Sub(w.gone) < successorGrace {
 		return true, "a calico-node pod deleted, its successor awaited"
@@ -97,13 +110,18 @@ func initialized(p *corev1.Pod) bool {
 }
 
 // holdEntries are the reservations that hold the addresses of this node's
-// selected running pods, each naming the sandbox that has them when an
-// ADD record, or Calico's annotations, say which (sandboxOf).
-func holdEntries(c Cluster, pods []*corev1.Pod, selectors []selection.Selector, sandboxOf func(*corev1.Pod, string) string, now time.Time) []reserve.Entry {
-	var out []reserve.Entry
+// selected pods, each naming the sandbox that has them when an ADD record,
+// or Calico's annotations, say which (sandboxOf): running ones, and apart
+// (going) those being deleted or ended, whose teardown may yet run through
+// the rewritten conflist and free their addresses with plain calico-ipam.
+func holdEntries(c Cluster, pods []*corev1.Pod, selectors []selection.Selector, sandboxOf func(*corev1.Pod, string) string, now time.Time) (running, going []reserve.Entry) {
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.HostNetwork {
-			continue // going (its DEL reserves as any other, or is held already), or the host's addresses
+		if p.Spec.HostNetwork {
+			continue // the host's addresses
+		}
+		out := &running
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			out = &going
 		}
 		d := selection.Decide(selection.Of(c.Node()), selection.Of(c.Namespace(p.Namespace)), selection.Of(p), selectors)
 		if d.Verdict != selection.Selected {
@@ -112,10 +130,10 @@ func holdEntries(c Cluster, pods []*corev1.Pod, selectors []selection.Selector, 
 		for _, ip := range runningIPs(p) {
 			e := reserve.Entry{IP: ip, Namespace: p.Namespace, Pod: p.Name, Reason: reserve.ReasonCNIRewrite, ReservedAt: now.UTC(), Sandbox: sandboxOf(p, ip)}
 			e.SetPod(p)
-			out = append(out, e)
+			*out = append(*out, e)
 		}
 	}
-	return out
+	return running, going
 }
 
 // runningIPs are a pod's addresses: its status's, and those Calico's
