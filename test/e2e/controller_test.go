@@ -31,6 +31,12 @@ func configWith(extra string) string {
 // eventually is the bed's one wait, named short for these tests.
 var eventually = testbed.Eventually
 
+// calicoGCWait bounds a wait for Calico's own IPAM GC (kube-controllers,
+// started by the test) to free a leaked allocation: its first sync and its
+// grace take a few seconds alone, and many more on a machine busy with
+// other test processes.
+const calicoGCWait = 2 * time.Minute
+
 func held(env *testbed.Env, ip string) bool {
 	_, ok := env.Reservations()[ip]
 	return ok
@@ -195,6 +201,35 @@ func TestManualRelease(t *testing.T) {
 	c.WaitMetric(4, "capo_controller_releases_total", `reason="manual"`)
 }
 
+// A request first seen by a pass long after it was given (Calico's
+// datastore locked meanwhile, no replica leading, or the last leader gone
+// before clearing its key) releases what was reserved when it was given,
+// not the pod's teardowns since: the replicas' watch, and where the API
+// server records it the key's write, bound it.
+func TestManualReleaseSeenLateSparesLaterTeardowns(t *testing.T) {
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{NoAgent: true})
+	seed(t, env, reserve.Entry{IP: "10.255.0.1", Namespace: env.Namespace, Pod: "a-0", ReservedAt: time.Now().Add(-time.Minute), Reason: reserve.ReasonCNIDel})
+	c := env.StartController("c1")
+	lock(t, true) // no release pass can run
+	askRelease(t, env, env.Namespace, "pod="+env.Namespace+"/a-0")
+	time.Sleep(2 * time.Second) // the pod's next teardown, seconds later
+	seed(t, env, reserve.Entry{IP: "10.255.0.2", Namespace: env.Namespace, Pod: "a-0", ReservedAt: time.Now(), Reason: reserve.ReasonCNIDel})
+	time.Sleep(time.Second)
+	if !held(env, "10.255.0.1") {
+		t.Fatal("released while Calico's datastore was locked")
+	}
+	lock(t, false)
+	eventually(t, 15*time.Second, "the request answered and removed", func() bool {
+		cm, err := env.Kube.CoreV1().ConfigMaps(env.Namespace).Get(context.Background(), "capo-release", metav1.GetOptions{})
+		_, pending := cm.Data[env.Node]
+		return err == nil && !pending
+	})
+	if held(env, "10.255.0.1") || !held(env, "10.255.0.2") {
+		t.Fatalf("held %v: want 10.255.0.1 released by the request and 10.255.0.2, reserved after it, kept", env.Reservations())
+	}
+	c.WaitMetric(1, "capo_controller_releases_total", `reason="manual"`)
+}
+
 // memberEntry is a teardown's reservation of ip for pod of env's namespace,
 // reserved at now, owned by the StatefulSet s (none if nil).
 func memberEntry(env *testbed.Env, now time.Time, ip, pod string, s *appsv1.StatefulSet) reserve.Entry {
@@ -247,7 +282,7 @@ func TestLostNodeIsCovered(t *testing.T) {
 		first := env.Reservations()[victim.IP()]
 		// Calico's own IPAM GC frees the leaked allocation (the pod is gone).
 		gc := bed.StartKubeControllers(t, ds, 4*time.Second)
-		eventually(t, 60*time.Second, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(victim.IPs[0]) })
+		eventually(t, calicoGCWait, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(victim.IPs[0]) })
 		gc.Stop()
 		next := env.NewSandbox(env.CreatePod("zk-8", testbed.OwnedBy(set)), conflist)
 		if err := next.Add(ctx); err == nil {

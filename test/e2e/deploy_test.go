@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,6 +177,16 @@ func TestChartRBACIsEnough(t *testing.T) {
 		t.Errorf("pool use: size %v allocated %v reserved %v free %v; want 8 addresses in states adding up to them, at least the 4 running pods allocated", size, alloc, res, free)
 	}
 	env.SetNodeReady(corev1.ConditionTrue)
+	// Releases judged by an owner or a namespace, confirmed by a GET of it.
+	gone := memberEntry(env, time.Now(), "10.254.9.1", "gone-0", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "gone", UID: "uid-never-existed"}})
+	elsewhere := memberEntry(env, time.Now(), "10.254.9.2", "x-0", nil)
+	elsewhere.Namespace = "ns-never-" + env.ID
+	seed(t, env, gone, elsewhere)
+	c.WaitMetric(1, "capo_controller_releases_total", `reason="owner-gone"`)
+	c.WaitMetric(1, "capo_controller_releases_total", `reason="namespace-gone"`)
+	if n := c.Metric("capo_controller_releases_held_back_total", `cause="read-failed"`); n != 0 {
+		t.Errorf("%v releases held back because their live read failed under the chart's controller role", n)
+	}
 	askRelease(t, env, ns, sbs[1].IP())
 	eventually(t, 10*time.Second, "the release by hand", func() bool { return !held(env, sbs[1].IP()) })
 	eventually(t, 10*time.Second, "an Event on the evicted pod", func() bool {

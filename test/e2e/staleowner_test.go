@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/capo-net/capo/test/testbed"
+)
+
+// A watch that is not serving is no answer (the soak's stale StatefulSet,
+// docs/robustness.md). The leader's watch of StatefulSets is cut and its
+// lists and watches fail, as in an API outage with its reflector backing
+// off; mq is scaled from 1 to 4 in the API server meanwhile, and member 2
+// torn down. The leader's cache still says 1 replica, but a GET says 4:
+// member 2's reservation is not released as scaled-down, pass after
+// pass. Once the watch heals it is kept without being held back, and a
+// real scale-down to 2 releases it.
+func TestStaleOwnerCacheIsNoAnswer(t *testing.T) {
+	ctx := context.Background()
+	env := bed.NewEnv(t, testbed.Etcd, testbed.EnvOptions{OptIn: true})
+	env.SetConfig(configWith("ipReserveTime: 1h\n"))
+	mq := env.CreateStatefulSet("mq", 1)
+	member := env.AddPods("mq", 3, env.Conflist(testbed.Capo), testbed.OwnedBy(mq))[2]
+	faults := bed.StartAPIFaults(t)
+	c := env.StartControllerWith("c1", testbed.AgentOptions{Kubeconfig: faults.Kubeconfig})
+	eventually(t, 15*time.Second, "the controller leads", c.Leading)
+	const passes, scaledDown = "capo_controller_release_pass_duration_seconds_count", `reason="scaled-down"`
+	c.WaitMetricAtLeast(1, passes)
+
+	sets := testbed.Collection("apps", "statefulsets")
+	heal := faults.Fail(http.StatusServiceUnavailable, sets)
+	if n := faults.Cut(sets); n == 0 {
+		t.Fatal("the controller had no watch of StatefulSets open through the proxy")
+	}
+	eventually(t, 10*time.Second, "the controller's list or watch of StatefulSets failing", func() bool { return faults.Failed.Load() > 0 })
+	scale := func(n int) {
+		p, _ := json.Marshal(map[string]any{"spec": map[string]any{"replicas": n}})
+		if _, err := env.Kube.AppsV1().StatefulSets(env.Namespace).Patch(ctx, "mq", types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(4)
+	env.Evict(member.Pod.Name)
+	if err := member.Del(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !held(env, member.IP()) {
+		t.Fatalf("setup: mq-2's %s not reserved by its teardown", member.IP())
+	}
+	after := c.Metric(passes)
+	eventually(t, 15*time.Second, "three passes after the teardown", func() bool { return c.Metric(passes) >= after+3 })
+	if !held(env, member.IP()) {
+		t.Fatalf("mq-2's %s released (scaled-down releases: %v) though the API server's mq has 4 replicas: the leader judged by its stale cache",
+			member.IP(), c.Metric("capo_controller_releases_total", scaledDown))
+	}
+	if n := c.Metric("capo_controller_releases_held_back_total", scaledDown, `cause="disagrees"`); n < 1 {
+		t.Fatalf("%v scaled-down releases held back, want mq-2's, pass after pass", n)
+	}
+
+	// Healed: the reflector lists again (after its backoff), and the
+	// cache's mq has 4 replicas; no pass holds anything back.
+	heal()
+	last, since := -1.0, 0.0
+	eventually(t, 60*time.Second, "passes that hold nothing back (the watch healed)", func() bool {
+		h, p := c.Metric("capo_controller_releases_held_back_total"), c.Metric(passes)
+		if h != last {
+			last, since = h, p
+			return false
+		}
+		return p >= since+3
+	})
+	if !held(env, member.IP()) {
+		t.Fatalf("mq-2's %s released once the watch healed; mq has 4 replicas", member.IP())
+	}
+	scale(2)
+	eventually(t, 15*time.Second, "mq-2's reservation released once mq is scaled down to 2", func() bool { return !held(env, member.IP()) })
+	if n := c.Metric("capo_controller_releases_total", scaledDown); n != 1 {
+		t.Fatalf("%v scaled-down releases, want mq-2's", n)
+	}
+}
