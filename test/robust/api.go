@@ -21,14 +21,14 @@ import (
 // while the API server is away, as those components retry.
 
 // retryAPI runs f until it succeeds, fails for good (not found, already
-// exists, invalid), or apiPatience has passed.
+// exists, invalid), apiPatience has passed, or ctx has ended.
 func retryAPI(ctx context.Context, f func(context.Context) error) error {
 	deadline := time.Now().Add(apiPatience)
 	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := f(cctx)
 		cancel()
-		if err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || time.Now().After(deadline) {
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
 		time.Sleep(wait)

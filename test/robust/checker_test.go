@@ -1,10 +1,14 @@
 package robust
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capo-net/capo/daemon/controller"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -56,6 +60,19 @@ var judgeCases = []judgeCase{
 		e := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(2 * time.Second)}
 		return &sample{T0: t0.Add(3 * time.Second), T1: t0.Add(3 * time.Second), Entries: []reserve.Entry{e}}
 	}, vUndone},
+	// The controller reserved for the sandbox while its node's agent was
+	// away, an operator released that by hand, then the sandbox's DEL came:
+	// the release sticks for that sandbox, so capo rightly reserves nothing.
+	{"released by hand before its teardown", func(t0 time.Time) []Event {
+		return []Event{{Op: opCapoctl, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Detail: "released 1", Start: t0.Add(-2 * time.Second), End: t0.Add(-2 * time.Second)}}
+	}, func(t0 time.Time) *sample {
+		return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond)}
+	}, ""},
+	{"released by hand before, another sandbox's", func(t0 time.Time) []Event {
+		return []Event{{Op: opCapoctl, Pod: casePod, Node: "n1", Sandbox: "zzzz", IPs: []string{caseIP}, Detail: "released 1", Start: t0.Add(-2 * time.Second), End: t0.Add(-2 * time.Second)}}
+	}, func(t0 time.Time) *sample {
+		return &sample{T0: t0.Add(time.Second), T1: t0.Add(1100 * time.Millisecond)}
+	}, vFreeUnreserved},
 	{"a DEL failed with no fault", func(t0 time.Time) []Event {
 		return []Event{{Op: opDel, Pod: caseOther, Sandbox: "cccc", Attempt: 1, Start: t0, End: t0.Add(time.Second), Err: "boom"}}
 	}, func(time.Time) *sample { return nil }, vDelFailed},
@@ -98,6 +115,52 @@ func TestCheckerJudgesHistories(t *testing.T) {
 			got := strings.Join(kinds, ",")
 			if got != tc.want {
 				t.Fatalf("violations %q, want %q; told:\n%s", got, tc.want, strings.Join(told, "\n"))
+			}
+		})
+	}
+}
+
+// A release the controller says may have been written (its write lost its
+// answer) is read from its log as a release of its reason: the
+// reservation's end is judged by that reason, not taken as a reservation
+// gone without one.
+func TestCheckerReadsAReleaseInDoubt(t *testing.T) {
+	for _, c := range []struct {
+		name, msg, reason string
+		want              string
+	}{
+		{"in doubt, its reason held", controller.MaybeReleased, "owner-gone", ""},
+		{"in doubt, its reason false", controller.MaybeReleased, "ttl", vUnjustified}, // held 2s, the TTL 20s
+		{"not logged at all", "pass failed", "owner-gone", vFreeUnreserved},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHistory()
+			t0 := time.Now().Add(-time.Minute)
+			h.Record(Event{Op: opDel, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Selected: true, Owner: "uid-1", Attempt: 1}, t0)
+			h.Record(Event{Op: opDeleteSet, Owner: "uid-1", Value: "db"}, t0.Add(time.Second))
+			line, _ := json.Marshal(map[string]any{
+				"time": t0.Add(2 * time.Second), "level": "WARN", "msg": c.msg, "ip": caseIP, "node": "n1", "pod": casePod,
+				"sandbox": "aaaa", "reason": c.reason, "err": "context canceled",
+			})
+			path := filepath.Join(t.TempDir(), "controller-c1.log")
+			if err := os.WriteFile(path, append(line, '\n'), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var told []string
+			k := &checker{
+				cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, ns: "ns", hist: h, out: func(s string) { told = append(told, s) },
+				entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{},
+				logs: &logs{c: &cluster{hist: h}, tails: map[string]*tail{}, who: map[string]string{}},
+			}
+			k.logs.follow(path, "capo-controller c1")
+			k.pending = []*sample{{T0: t0.Add(3 * time.Second), T1: t0.Add(3100 * time.Millisecond)}} // free, unreserved
+			k.round(true)
+			var kinds []string
+			for _, v := range k.violations {
+				kinds = append(kinds, v.Kind)
+			}
+			if got := strings.Join(kinds, ","); got != c.want {
+				t.Fatalf("violations %q, want %q; told:\n%s", got, c.want, strings.Join(told, "\n"))
 			}
 		})
 	}

@@ -49,6 +49,10 @@ type node struct {
 	agent *testbed.Agent
 	held  int    // faults keeping it down
 	fp    string // CAPO_FAILPOINTS of its next start
+	// calicoNode is the name of the node's calico-node pod; calicoNodes
+	// counts those it had.
+	calicoNode  string
+	calicoNodes int
 }
 
 // replica is one capo-controller replica, kept running likewise.
@@ -85,10 +89,13 @@ func newCluster(t testing.TB, bed *testbed.Bed, cfg Config, hist *History) (*clu
 	if err := try(func() { c.setConfig(config.ReturnSameNode) }); err != nil {
 		return nil, err
 	}
-	for _, n := range c.nodes {
+	for i, n := range c.nodes {
 		n.fp = cfg.AgentFailpoints
 		if err := try(func() { n.cni = n.env.SetupNodeCNI() }); err != nil {
 			return nil, err
+		}
+		if err := c.startCalicoNode(context.Background(), i, false); err != nil {
+			return nil, fmt.Errorf("calico-node's pod on %s: %w", n.env.Node, err)
 		}
 		if err := n.start(c); err != nil {
 			return nil, err

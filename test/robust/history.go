@@ -38,7 +38,7 @@ type Event struct {
 	Pod        string // namespace/name
 	PodUID     string
 	Node       string
-	Sandbox    string   // container ID
+	Sandbox    string   // container ID; of a release, the released entry's (its first digits)
 	IPs        []string // an ADD's result, a DEL's sandbox's, a release's
 	Reason     string   // a release's, as capo logged it
 	Value      string   // a set's name, a TTL, a release request, a mode

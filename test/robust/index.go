@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -76,8 +77,8 @@ func buildIndex(evs []Event) *index {
 			ix.faults = append(ix.faults, e)
 		}
 	}
-	ix.discharge()
 	ix.handReleases()
+	ix.discharge()
 	return ix
 }
 
@@ -91,7 +92,10 @@ func (ix *index) handReleases() {
 			continue
 		}
 		ip := firstIP(e.IPs)
-		if o := ix.owed(ip, e.Pod, e.Start); o != nil {
+		switch o := ix.owed(ip, e.Pod, e.Start); {
+		case e.Sandbox != "": // the teardown whose entry it released
+			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: e.Sandbox, at: e.Start})
+		case o != nil:
 			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: o.sandbox, at: e.Start})
 		}
 	}
@@ -130,6 +134,7 @@ var releasedCount = regexp.MustCompile(`released (\d+)`)
 // reason held is checked apart), an operator's capoctl release, or the
 // pod's own new sandbox getting the address back.
 func (ix *index) discharge() {
+	ix.releasedBeforeTeardown()
 	for _, e := range ix.evs {
 		for _, ip := range e.IPs {
 			for _, o := range ix.oblig[ip] {
@@ -138,6 +143,24 @@ func (ix *index) discharge() {
 				}
 				if by := ends(e, o); by != "" {
 					o.discharged, o.by = e.Start, by
+				}
+			}
+		}
+	}
+}
+
+// releasedBeforeTeardown discharges, as it opens, a teardown whose
+// reservation an operator had released by hand before its first DEL: the
+// controller reserves for a node whose agent is away before the sandbox
+// is torn down, and the release sticks for that sandbox, so capo rightly
+// does not reserve its DEL again.
+func (ix *index) releasedBeforeTeardown() {
+	for ip, obls := range ix.oblig {
+		for _, o := range obls {
+			for _, h := range ix.byHand[ip] {
+				if h.pod == o.pod && h.at.Before(o.open) && reserve.SandboxOf(h.sandbox) == reserve.SandboxOf(o.sandbox) &&
+					o.open.Sub(h.at) < reserve.ReleasedByHandKept {
+					o.discharged, o.by = o.open, "released by hand before its teardown"
 				}
 			}
 		}

@@ -2,6 +2,8 @@ package robust
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/capo-net/capo/pkg/failpoint"
@@ -24,14 +26,15 @@ func (n *node) keepUp(ctx context.Context, c *cluster) {
 			continue
 		}
 		if a != nil {
-			c.hist.Record(Event{Op: opCrash, Node: n.env.Node, Detail: "capo-agent exited on its own"}, time.Now())
+			why := exitCause(a.Log())
+			c.hist.Record(Event{Op: opCrash, Node: n.env.Node, Reason: "capo-agent exited: " + why, Detail: "capo-agent exited on its own: " + why}, time.Now())
 			_ = try(a.Stop) // its pod reported NotReady
 			n.mu.Lock()
 			n.agent = nil
 			n.mu.Unlock()
 		}
 		if err := n.start(c); err != nil {
-			c.hist.Record(Event{Op: opCrash, Node: n.env.Node, Detail: "capo-agent did not start (started again): " + firstLine(err.Error(), 200)}, time.Now())
+			c.hist.Record(Event{Op: opCrash, Node: n.env.Node, Reason: "capo-agent did not start", Detail: "capo-agent did not start (started again): " + firstLine(err.Error(), 200)}, time.Now())
 		}
 	}
 }
@@ -73,13 +76,14 @@ func (r *replica) keepUp(ctx context.Context, c *cluster) {
 			continue
 		}
 		if ctl != nil {
-			c.hist.Record(Event{Op: opCrash, Detail: "capo-controller " + r.id + " exited on its own"}, time.Now())
+			why := exitCause(ctl.Log())
+			c.hist.Record(Event{Op: opCrash, Reason: "capo-controller exited: " + why, Detail: "capo-controller " + r.id + " exited on its own: " + why}, time.Now())
 			r.mu.Lock()
 			r.ctl = nil
 			r.mu.Unlock()
 		}
 		if err := r.start(c); err != nil {
-			c.hist.Record(Event{Op: opCrash, Detail: "capo-controller " + r.id + " did not start (started again): " + firstLine(err.Error(), 200)}, time.Now())
+			c.hist.Record(Event{Op: opCrash, Reason: "capo-controller did not start", Detail: "capo-controller " + r.id + " did not start (started again): " + firstLine(err.Error(), 200)}, time.Now())
 		}
 	}
 }
@@ -184,4 +188,25 @@ func (r *replica) start(c *cluster) error {
 		return try(ctl.Stop)
 	}
 	return nil
+}
+
+// exitCause is the last thing a process that exited logged at warning or
+// error level: the message (for a failed start, with what it was doing),
+// without the error's text, so that causes count together.
+func exitCause(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var l struct{ Level, Msg, Err string }
+		if json.Unmarshal([]byte(lines[i]), &l) == nil && (l.Level == "ERROR" || l.Level == "WARN") && l.Msg != "" {
+			if l.Msg == "startup" {
+				doing, _, _ := strings.Cut(l.Err, ":")
+				return "startup: " + firstLine(doing, 60)
+			}
+			return firstLine(l.Msg, 80)
+		}
+		if strings.HasPrefix(lines[i], "panic:") || strings.HasPrefix(lines[i], "fatal error:") {
+			return firstLine(lines[i], 80)
+		}
+	}
+	return "nothing logged at warning or error level"
 }

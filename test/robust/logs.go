@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/capo-net/capo/daemon/controller"
 )
 
 // What capo says it did, read from its processes' logs (one JSON object a
-// line) as they are written: every release, with its reason, and every
+// line) as they are written: every release, with its reason (a release
+// the controller says may have been written among them), and every
 // failpoint that fired, go into the history at the time logged.
 
 // tail reads a file as it grows.
@@ -54,12 +57,13 @@ type logLine struct {
 	Node      string    `json:"node"`
 	Reason    string    `json:"reason"`
 	Pod       string    `json:"pod"`
+	Sandbox   string    `json:"sandbox"` // the controller's: the released entry's
 	Refs      []refLine `json:"refs"`
 	Failpoint string    `json:"failpoint"`
 	Action    string    `json:"action"`
 }
 
-type refLine struct{ Node, IP string }
+type refLine struct{ Node, IP, Sandbox string }
 
 // logs follows every capo log of the cluster: the agents', the
 // controllers', and capo-ipam's (in the runtime's plugin log).
@@ -93,7 +97,7 @@ func (l *logs) read() {
 	defer l.mu.Unlock()
 	for path, t := range l.tails {
 		for _, line := range t.lines() {
-			if !bytes.Contains(line, []byte(`"released"`)) && !bytes.Contains(line, []byte(`"failpoint fired"`)) {
+			if !bytes.Contains(line, []byte(`"released"`)) && !bytes.Contains(line, []byte(`"failpoint fired"`)) && !bytes.Contains(line, []byte(controller.MaybeReleased)) {
 				continue
 			}
 			var ll logLine
@@ -108,12 +112,18 @@ func (l *logs) read() {
 func (l *logs) record(ll logLine, who string) {
 	h := l.c.hist
 	switch ll.Msg {
-	case "released":
+	case "released", controller.MaybeReleased:
+		// A release whose write lost its answer may have landed: it is
+		// taken as one, so that the reservation's end is judged by its
+		// reason (one that did not land is made again, and judged again).
+		if ll.Msg == controller.MaybeReleased {
+			who += ", may have been written"
+		}
 		if ll.IP != "" { // the controller's: one address
-			h.Record(Event{Op: opReleased, IPs: []string{ll.IP}, Node: ll.Node, Pod: ll.Pod, Reason: ll.Reason, Detail: "by " + who}, ll.Time)
+			h.Record(Event{Op: opReleased, IPs: []string{ll.IP}, Node: ll.Node, Pod: ll.Pod, Sandbox: ll.Sandbox, Reason: ll.Reason, Detail: "by " + who}, ll.Time)
 		}
 		for _, r := range ll.Refs { // the agent's: a return's
-			h.Record(Event{Op: opReleased, IPs: []string{r.IP}, Node: r.Node, Pod: ll.Pod, Reason: ll.Reason, Detail: "by " + who}, ll.Time)
+			h.Record(Event{Op: opReleased, IPs: []string{r.IP}, Node: r.Node, Pod: ll.Pod, Sandbox: r.Sandbox, Reason: ll.Reason, Detail: "by " + who}, ll.Time)
 		}
 	case "failpoint fired":
 		h.Record(Event{Op: opFailpoint, Detail: ll.Failpoint + "=" + ll.Action + " in " + who}, ll.Time)

@@ -21,7 +21,7 @@ type Report struct {
 	FaultsNotMade         map[string]int // that could not be injected (another fault in the way)
 	ProxyFailures         map[string]int // requests the proxy failed, by kind
 	Failpoints            map[string]int // failpoints fired, by point
-	Crashes               int            // capo processes that exited on their own, or as they started
+	Crashes               map[string]int // capo processes that exited on their own, or as they started, by process and why
 	Samples, SampleErrors int
 	ADDs, ADDsFailed      int
 	DELs, DELsFailed      int            // attempts
@@ -39,7 +39,7 @@ func (k *checker) report(ops *opCounts, start, trafficEnd time.Time) *Report {
 	r := &Report{
 		Seed: c.cfg.Seed, Replay: c.cfg.Replay, Datastore: string(c.cfg.Datastore), Traffic: trafficEnd.Sub(start), Total: time.Since(start),
 		Ops: ops.ran, OpsFailed: ops.failed, Faults: map[string]int{}, FaultsNotMade: map[string]int{}, ProxyFailures: c.proxy.Injected(),
-		Failpoints: map[string]int{}, Samples: k.samples, SampleErrors: k.sampleErrs,
+		Failpoints: map[string]int{}, Crashes: map[string]int{}, Samples: k.samples, SampleErrors: k.sampleErrs,
 		Releases: map[string]int{}, Unchecked: k.unchecked, Violations: append([]Violation(nil), k.violations...), Told: append([]string(nil), k.texts...),
 	}
 	for _, n := range ops.ran {
@@ -63,7 +63,7 @@ func (r *Report) count(ix *index, e Event) {
 	case opFailpoint:
 		r.Failpoints[strings.SplitN(e.Detail, "=", 2)[0]]++
 	case opCrash:
-		r.Crashes++
+		r.Crashes[e.Reason]++
 	case opReleased:
 		r.Releases[e.Reason]++
 	case opAdd:
@@ -118,7 +118,8 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  faults that could not be made (another fault in the way) %d: %s\n", sum(r.FaultsNotMade), counts(r.FaultsNotMade, nil))
 	}
 	fmt.Fprintf(&b, "  API requests failed by the proxy %d: %s\n", sum(r.ProxyFailures), counts(r.ProxyFailures, nil))
-	fmt.Fprintf(&b, "  failpoints fired %d: %s; capo processes that exited on their own: %d\n", sum(r.Failpoints), counts(r.Failpoints, nil), r.Crashes)
+	fmt.Fprintf(&b, "  failpoints fired %d: %s\n", sum(r.Failpoints), counts(r.Failpoints, nil))
+	fmt.Fprintf(&b, "  capo processes that exited on their own, or failed to start, %d: %s\n", sum(r.Crashes), counts(r.Crashes, nil))
 	fmt.Fprintf(&b, "  capo's releases %d: %s (reason not checkable: %s)\n", sum(r.Releases), counts(r.Releases, nil), counts(r.Unchecked, nil))
 	fmt.Fprintf(&b, "  invariant samples taken %d (%d could not be read)\n", r.Samples, r.SampleErrors)
 	fmt.Fprintf(&b, "  violations %d", len(r.Unexpected()))

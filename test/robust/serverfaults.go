@@ -46,14 +46,6 @@ func calicoGC(ctx context.Context, c *cluster, _ *rand.Rand, d time.Duration) (s
 	return fmt.Sprintf("leak grace %s, for %s", c.cfg.LeakGrace, (d + c.cfg.LeakGrace).Round(time.Millisecond)), nil
 }
 
-// conflistRewrite does what calico-node's install-cni does on each start:
-// writes its own conflist (without capo-ipam) in place; the node's agent
-// puts capo-ipam back.
-func conflistRewrite(_ context.Context, c *cluster, r *rand.Rand, _ time.Duration) (string, error) {
-	n := c.nodes[r.IntN(len(c.nodes))]
-	return n.env.Node, try(func() { n.cni.CalicoNodeRewrites(n.env) })
-}
-
 // datastoreLock locks Calico's datastore as an upgrade or a migration
 // does (ClusterInformation datastoreReady false), for d.
 func datastoreLock(ctx context.Context, c *cluster, _ *rand.Rand, d time.Duration) (string, error) {

@@ -12,7 +12,8 @@ import (
 
 // settle ends the run as a cluster settles once its faults are gone:
 // every agent and controller up again without failpoints (but the proof's),
-// each node's conflist holding capo-ipam, every journaled DEL replayed;
+// each node's calico-node pod running, each node's conflist holding
+// capo-ipam, every journaled DEL replayed;
 // then the last invariant: no pod that holds its address back is still
 // reserved it.
 func (k *checker) settle(ctx context.Context) {
@@ -34,6 +35,9 @@ func (k *checker) settle(ctx context.Context) {
 		if armed {
 			r.restartWith("")
 		}
+	}
+	if err := c.settleCalicoNodes(ctx); err != nil {
+		k.settleViolation(vNotSettled, "calico-node", err.Error())
 	}
 	if err := c.waitInstalled(); err != nil {
 		k.settleViolation(vNotSettled, "conflist", err.Error())

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -21,14 +22,16 @@ import (
 // fails the requests a test names, with the status a throttled or failing
 // API server answers (429, 500): what Calico's client meets in a large
 // cluster, and what no healthy bed shows. Every other request passes
-// through, watches included. Give the process Kubeconfig (the bed's admin
+// through, watches included; Cut ends the open ones, as a connection lost
+// in an API outage does. Give the process Kubeconfig (the bed's admin
 // credentials, through the proxy).
 type APIFaults struct {
 	Kubeconfig string
 	Failed     atomic.Int64 // requests answered with a fault
 
-	mu    sync.Mutex
-	rules []apiFault
+	mu      sync.Mutex
+	rules   []apiFault
+	streams map[*http.Request]context.CancelFunc // the watches passing through
 }
 
 type apiFault struct {
@@ -48,7 +51,7 @@ func (b *Bed) StartAPIFaults(t *testing.T) *APIFaults {
 	if ca, err := os.ReadFile(b.REST.CAFile); err == nil {
 		pool.AppendCertsFromPEM(ca)
 	}
-	f := &APIFaults{}
+	f := &APIFaults{streams: map[*http.Request]context.CancelFunc{}}
 	rp := httputil.NewSingleHostReverseProxy(up)
 	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	rp.FlushInterval = -1 // watches stream
@@ -59,6 +62,10 @@ func (b *Bed) StartAPIFaults(t *testing.T) *APIFaults {
 			w.WriteHeader(status)
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test bed","code":` + strconv.Itoa(status) + `}`))
 			return
+		}
+		if watch(r) {
+			r = f.track(r)
+			defer f.untrack(r)
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -88,6 +95,46 @@ func (f *APIFaults) Fail(status int, match func(*http.Request) bool) (heal func(
 	}
 }
 
+// Cut ends every watch passing through that match says yes to, mid-stream
+// (the proxy drops its connection), and returns how many it ended.
+func (f *APIFaults) Cut(match func(*http.Request) bool) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for r, cancel := range f.streams {
+		if match(r) {
+			cancel()
+			n++
+		}
+	}
+	return n
+}
+
+// track is r with a context Cut can end.
+func (f *APIFaults) track(r *http.Request) *http.Request {
+	ctx, cancel := context.WithCancel(r.Context())
+	r = r.WithContext(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.streams[r] = cancel
+	return r
+}
+
+func (f *APIFaults) untrack(r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cancel, ok := f.streams[r]; ok {
+		cancel()
+		delete(f.streams, r)
+	}
+}
+
+// watch: r streams (a watch, or a list sent as one).
+func watch(r *http.Request) bool {
+	q := r.URL.Query()
+	return q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(r.URL.Path, "/watch/")
+}
+
 func (f *APIFaults) fault(r *http.Request) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -109,6 +156,34 @@ func Reads(resource string) func(*http.Request) bool {
 		p := r.URL.Path
 		return (strings.HasPrefix(p, "/apis/crd.projectcalico.org/") || strings.HasPrefix(p, "/apis/projectcalico.org/")) &&
 			strings.Contains(p, "/"+resource)
+	}
+}
+
+// Collection is a list or a watch of a Kubernetes resource of group (""
+// for the core group), in one namespace or all: what an informer reads,
+// not a GET of one object.
+func Collection(group, resource string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		if r.Method != http.MethodGet {
+			return false
+		}
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		var rest []string
+		switch {
+		case group == "" && len(parts) >= 2 && parts[0] == "api":
+			rest = parts[2:]
+		case group != "" && len(parts) >= 3 && parts[0] == "apis" && parts[1] == group:
+			rest = parts[3:]
+		default:
+			return false
+		}
+		if len(rest) > 0 && rest[0] == "watch" {
+			rest = rest[1:]
+		}
+		if len(rest) >= 3 && rest[0] == "namespaces" {
+			rest = rest[2:]
+		}
+		return len(rest) == 1 && rest[0] == resource
 	}
 }
 
