@@ -20,6 +20,11 @@ type Built struct {
 	ControllerManager string // kube-controller-manager: node CIDRs, foreground deletion
 	Bin               *testbed.Binaries
 	SuiteBuild        time.Duration // how long compiling the suite took
+	// Baseline is where plain runs of these same inputs are kept
+	// (baseline.go); Plain holds those found there, by datastore: the
+	// inside half runs plain only on a datastore missing from it.
+	Baseline string
+	Plain    map[string]Run
 }
 
 // Build builds everything the runs need into dir, taking what it can from

@@ -41,6 +41,8 @@ type Run struct {
 	// fresh run focused on them): those that passed plain and not here.
 	Retry     []Spec        `json:"retry,omitempty"`
 	RetryTook time.Duration `json:"retryTook,omitempty"`
+	// CachedAt is, for a plain run kept as a baseline, when it ran.
+	CachedAt time.Time `json:"cachedAt,omitzero"`
 }
 
 // Count is how many of the run's specs ended in state.
@@ -131,6 +133,9 @@ func Table(runs []Run) []string {
 	out := []string{"| datastore | run | passed | failed | skipped | took |", "|---|---|---|---|---|---|"}
 	for _, r := range runs {
 		name := "plain calico-ipam"
+		if !r.CachedAt.IsZero() {
+			name += " (kept from " + r.CachedAt.Format(time.DateTime) + ")"
+		}
 		if r.IPAM == CapoIPAM {
 			name = "capo-ipam in front"
 		}
