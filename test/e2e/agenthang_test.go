@@ -42,7 +42,7 @@ func TestAgentHungWhileLookingReady(t *testing.T) {
 		env.Agent.ReportNotReady()
 
 		for _, v := range victims {
-			eventually(t, 60*time.Second, "Calico's GC freeing "+v.IP(), func() bool { return !env.Allocated(net.ParseIP(v.IP())) })
+			eventually(t, calicoGCWait, "Calico's GC freeing "+v.IP(), func() bool { return !env.Allocated(net.ParseIP(v.IP())) })
 		}
 		held := env.Reservations()
 		for _, v := range victims {

@@ -81,7 +81,7 @@ func evictWhileAgentAway(t *testing.T, env *testbed.Env, c *testbed.Controller) 
 		eventually(t, 15*time.Second, victim.IP()+" reserved by the controller", func() bool { return held(env, victim.IP()) })
 	}
 	// The GC frees an evicted pod's allocation after its grace period.
-	eventually(t, 60*time.Second, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(net.ParseIP(victim.IP())) })
+	eventually(t, calicoGCWait, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(net.ParseIP(victim.IP())) })
 	next := env.NewSandbox(env.CreatePod("redis-new"), conflist)
 	if err := next.Add(ctx); err != nil {
 		return victim, ""

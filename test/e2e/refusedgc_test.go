@@ -24,7 +24,7 @@ func TestAgentWritesRefusedAndCalicosGCFirst(t *testing.T) {
 	r := refusedWrites(t, testbed.AgentOptions{ReadinessLag: time.Hour})
 	env, sbs, victim, conflist := r.env, r.sbs, r.victim, r.conflist
 	ip := net.ParseIP(victim.IP())
-	eventually(t, 60*time.Second, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(ip) })
+	eventually(t, calicoGCWait, "Calico's GC freeing "+victim.IP(), func() bool { return !env.Allocated(ip) })
 	if held(env, victim.IP()) {
 		t.Fatalf("%s reserved before the agent's pod turned NotReady: the GC was not first, and this test proves nothing", victim.IP())
 	}

@@ -34,6 +34,15 @@ func TestRollingUpdateUnderChurnLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An agent pod of an earlier test's second node, still bound to it,
+	// would count against maxUnavailable and hold this node's update.
+	nodebed.Eventually(t, 30*time.Second, "one agent pod, on this node", func() error {
+		pods, err := bed.Kube.CoreV1().Pods(nodebed.Namespace).List(ctx, metav1.ListOptions{LabelSelector: nodebed.AgentSelector})
+		if err == nil && len(pods.Items) != 1 {
+			err = fmt.Errorf("capo-agent pods: %s", bed.PodsSummary(nodebed.Namespace, nodebed.AgentSelector))
+		}
+		return err
+	})
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -51,7 +60,7 @@ func TestRollingUpdateUnderChurnLosesNothing(t *testing.T) {
 	}
 	nodebed.Eventually(t, 60*time.Second, "the old agent pod gone", func() error {
 		if p := bed.Pod(nodebed.Namespace, old.Name); p != nil {
-			return fmt.Errorf("%s still there", old.Name)
+			return fmt.Errorf("%s still there (%s, deleting since %v); capo pods: %s", old.Name, p.Status.Phase, p.DeletionTimestamp, bed.PodsSummary(nodebed.Namespace, nodebed.AgentSelector))
 		}
 		return nil
 	})

@@ -84,10 +84,13 @@ func deletedComesBackOn(t *testing.T, ns string, cidr *net.IPNet, old *corev1.Po
 
 // crossesNodes checks that each node routes the other's pod by felix's
 // route to the other node (vxlan.calico, or via the other node's address
-// unencapsulated), so a client that reaches it went across.
+// unencapsulated), so a client that reaches it went across. Felix
+// programs them once it has the other node's block and tunnel address,
+// and restarts (exit 129) when its config changes: on a busy machine that
+// can take a minute.
 func crossesNodes(t *testing.T, n2 *nodebed.Node2, onNode2, onNode1 *corev1.Pod) {
 	t.Helper()
-	nodebed.Eventually(t, 30*time.Second, "felix's routes across the nodes", func() error {
+	nodebed.Eventually(t, 90*time.Second, "felix's routes across the nodes", func() error {
 		if err := nodebed.RoutedAcross("", onNode2.Status.PodIP); err != nil {
 			return err
 		}

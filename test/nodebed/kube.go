@@ -36,7 +36,10 @@ func (b *Bed) startControllerManager() error {
 		"--controllers="+strings.Join(controllers, ","),
 		"--root-ca-file="+b.CAFile(), "--service-account-private-key-file="+b.ServiceAccountKeyFile(),
 		"--use-service-account-credentials=false", "--kube-api-qps=100", "--kube-api-burst=200",
-		"--concurrent-statefulset-syncs=5", "--v=1")
+		"--concurrent-statefulset-syncs=5",
+		// A dead node NotReady in about 20 s (kubelet.go: its lease renewed
+		// every 5 s), not in Kubernetes' default 40 s and more.
+		"--node-monitor-period=2s", "--node-monitor-grace-period=20s", "--v=1")
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,9 @@ import (
 // AlwaysAllow for kubectl logs/exec. Image GC is off (the test images
 // cannot be pulled back), and the disk signals are near zero so a busy
 // shared disk never evicts: only the memory threshold a test sets does.
+// The node's lease is renewed every 5 s (a quarter of its 20 s), and the
+// controller-manager's grace is 20 s (kube.go): a node that dies goes
+// NotReady in about 20 s, not Kubernetes' default 40 to 50.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -38,6 +41,8 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionPressureTransitionPeriod: 1s
+nodeLeaseDurationSeconds: 20
+nodeStatusUpdateFrequency: 5s
 evictionHard:
   memory.available: "%[5]s"
   nodefs.available: "1%%"

@@ -15,6 +15,8 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/capo-net/capo/test/testbed"
 )
 
 // NoPressure is the kubelet's memory threshold when no test wants an
@@ -29,6 +31,9 @@ func Main(m *testing.M, out **Bed) int {
 	if testing.Short() {
 		fmt.Println("nodebed: -short given, skipping the real-node tests")
 		return 0
+	}
+	if testbed.Listing() {
+		return m.Run()
 	}
 	logrus.SetLevel(logrus.WarnLevel) // libcalico-go logs every call at info
 	logf := func(f string, a ...any) { log.Printf(f, a...) }

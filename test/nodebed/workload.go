@@ -183,7 +183,24 @@ func (b *Bed) PodEvents(ns string, uid string) []string {
 func podSummary(pods []corev1.Pod) string {
 	s := ""
 	for _, p := range pods {
-		s += fmt.Sprintf("%s %s %s; ", p.Name, p.Status.Phase, p.Status.PodIP)
+		s += fmt.Sprintf("%s %s %s", p.Name, p.Status.Phase, p.Status.PodIP)
+		if p.Spec.NodeName != "" {
+			s += " on " + p.Spec.NodeName
+		}
+		if p.DeletionTimestamp != nil {
+			s += " deleting"
+		}
+		s += "; "
 	}
 	return s
+}
+
+// PodsSummary names the pods of ns that match selector, with their
+// phases, addresses and nodes: for a test's error.
+func (b *Bed) PodsSummary(ns, selector string) string {
+	pods, err := b.Kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err.Error()
+	}
+	return podSummary(pods.Items)
 }

@@ -79,6 +79,9 @@ func MainWith(m *testing.M, out **Bed, opts Options) int {
 		fmt.Println("testbed: -short given, skipping end-to-end tests")
 		return 0
 	}
+	if Listing() {
+		return m.Run() // -test.list runs no test: no bed to start
+	}
 	if os.Geteuid() != 0 {
 		fmt.Println("testbed: not root, skipping end-to-end tests (they create network namespaces and run Calico's CNI; run as root)")
 		return 0
@@ -103,6 +106,13 @@ func MainWith(m *testing.M, out **Bed, opts Options) int {
 	signal.Stop(sig)
 	b.Stop()
 	return code
+}
+
+// Listing says whether the test binary was asked only for its tests'
+// names (-test.list, as test/stages.sh asks to shard a package).
+func Listing() bool {
+	f := flag.Lookup("test.list")
+	return f != nil && f.Value.String() != ""
 }
 
 // Start builds what is missing and starts the servers.

@@ -58,7 +58,9 @@ func (s buildSet) build(logf func(string, ...any)) error {
 		logf("testbed: building %s (once; cached in %s)", names(s.outs, missing), filepath.Dir(s.outs[missing[0]]))
 	}
 	start := time.Now()
-	args := append([]string{"build", "-trimpath", "-ldflags=" + s.ldflags, "-o", tmp + "/"}, missing...)
+	// -s -w: no symbol table or DWARF. Nothing reads them from a test
+	// program, and writing them is much of each link of a large server.
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w " + s.ldflags, "-o", tmp + "/"}, missing...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
