@@ -44,7 +44,7 @@ BENCH_COUNT ?= 200x
 
 IMAGE ?= ghcr.io/capo-net/capo:$(VERSION)
 
-.PHONY: all build image demo demo-node test test-node calico-suite lint vuln unit fuzz fuzz-short e2e e2e-core e2e-node prebuild bench bench-node soak testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
+.PHONY: all build image demo demo-node test test-node calico-suite lint vuln unit unit-deps fuzz fuzz-short e2e e2e-core e2e-node prebuild bench bench-node soak testbins tools golangci-lint promtool manifests clean $(addprefix bin/,$(BINARIES))
 all: build
 
 ## build: the six binaries in one go build, which compiles what they share
@@ -109,10 +109,12 @@ demo-node:
 	@echo "capo demo on a real node. The first run builds the Kubernetes node components from the Go module proxy."
 	@CAPO_DEMO_NODE=1 $(GO) test -count=1 -timeout 20m -run TestDemoNode -v ./test/node/ 2>&1 | grep -vE '^(=== RUN|--- PASS|PASS$$|ok |coverage|[0-9]{4}/[0-9]{2}/[0-9]{2} )|_test.go:[0-9]+: kubelet restarted'; exit $${PIPESTATUS[0]}
 
-## test: everything CI gates on: lint, vuln, unit tests with -race, a short
-## fuzzing pass, end-to-end (root), one after another (test/stages.sh says
-## why); at its end, each stage's start and time.
-## Every stage's whole output is in test-logs/.
+## test: everything CI gates on: lint, vuln, unit tests with -race, and
+## every end-to-end package (root), in three lanes side by side: the real
+## node; the other end-to-end packages as jobs of CAPO_TEST_WORKERS
+## workers (test/e2e cut into CAPO_E2E_SHARDS shards, each with a bed of
+## its own); the checks at low priority (test/stages.sh says why). At its
+## end, each stage's start and time; every stage's output in test-logs/.
 test:
 	@MAKE='$(MAKE)' test/stages.sh
 
@@ -142,6 +144,13 @@ UNIT_EXEC ?=
 unit: $(PROMTOOL)
 	CGO_ENABLED=1 CAPO_PROMTOOL=$(PROMTOOL) $(GO) test -race -count=1 $(if $(UNIT_EXEC),-exec '$(UNIT_EXEC)') $(UNIT_PKGS)
 
+## unit-deps: the unit tests' packages and everything they import compiled
+## for -race into Go's cache, without linking or running a test: make
+## test's build phase, so that the unit stage compiles little beside the
+## end-to-end suites.
+unit-deps:
+	CGO_ENABLED=1 $(GO) build -race $(UNIT_PKGS)
+
 ## fuzz: every fuzz target of the main module (func Fuzz* in a _test.go),
 ## FUZZTIME each, one after another: a run fuzzes one target. The seeds
 ## (f.Add, and testdata/fuzz/<FuzzName>/) run under `make unit` too; what
@@ -167,8 +176,9 @@ fuzz:
 	  done; \
 	done
 
-## fuzz-short: CI's brief pass over every fuzz target: about a minute, and
-## on a cold cache about four more to build the instrumented test binaries.
+## fuzz-short: a brief pass over every fuzz target: about a minute, and on
+## a cold cache ten more to build the instrumented test binaries. Not in
+## `make test`: the seeds and the regressions found run under `make unit`.
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
