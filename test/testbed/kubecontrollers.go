@@ -58,6 +58,12 @@ func (b *Bed) StartKubeControllers(t testing.TB, ds Datastore, leakGrace time.Du
 // Stop ends it.
 func (k *KubeControllers) Stop() { k.proc.stop() }
 
+// noMetrics turns kube-controllers' metrics listener off. Calico's default
+// configuration serves it on the host's port 9094, and a second
+// kube-controllers on the machine (another bed's, or the other
+// datastore's) then exits at once, failing to listen, and frees nothing.
+var noMetrics = 0
+
 // setLeakGrace writes the default KubeControllersConfiguration, as an
 // operator would to change the grace period.
 func (b *Bed) setLeakGrace(ds Datastore, grace time.Duration) error {
@@ -69,6 +75,7 @@ func (b *Bed) setLeakGrace(ds Datastore, grace time.Duration) error {
 		cur = apiv3.NewKubeControllersConfiguration()
 		cur.Name = "default"
 		cur.Spec.Controllers.Node = &apiv3.NodeControllerConfig{LeakGracePeriod: &metav1.Duration{Duration: grace}}
+		cur.Spec.PrometheusMetricsPort = &noMetrics
 		_, err = kcc.Create(ctx, cur, options.SetOptions{})
 		return err
 	}
@@ -79,6 +86,7 @@ func (b *Bed) setLeakGrace(ds Datastore, grace time.Duration) error {
 		cur.Spec.Controllers.Node = &apiv3.NodeControllerConfig{}
 	}
 	cur.Spec.Controllers.Node.LeakGracePeriod = &metav1.Duration{Duration: grace}
+	cur.Spec.PrometheusMetricsPort = &noMetrics
 	_, err = kcc.Update(ctx, cur, options.SetOptions{})
 	return err
 }
