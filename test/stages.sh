@@ -14,15 +14,15 @@
 #           process with a bed of its own (its own etcd and API server), as
 #           jobs that CAPO_TEST_WORKERS workers (default 3) take, longest
 #           first;
-#   checks  lint, vuln and unit, at the lowest priority so that they take
-#           what the suites leave idle (the unit tests run at normal
+#   checks  the unit tests, at the lowest priority so that they take
+#           what the suites leave idle (the tests themselves run at normal
 #           priority).
 # First a build phase: the programs the tests run, each set in one go build
-# (test/prebuild), the lint and vuln tools, and the unit tests' packages
-# compiled for -race; then the lanes, which compile little more (each test
-# binary, once; lint's analysis). A stage goes on after a failed one where
-# it does not need it; the run fails if any stage failed, and prints what
-# failed.
+# (test/prebuild), the lint and vuln tools, the unit tests' packages
+# compiled for -race, then lint and vuln themselves; then the lanes, which
+# compile little more (each test binary, once). A stage goes on after a
+# failed one where it does not need it; the run fails if any stage failed,
+# and prints what failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -138,8 +138,6 @@ worker() {
 }
 
 checks_lane() {
-  stage checks lint 19 $MAKE --no-print-directory lint
-  stage checks vuln 19 $MAKE --no-print-directory vuln
   stage checks unit 19 $MAKE --no-print-directory unit UNIT_EXEC='nice -n -19'
 }
 
@@ -177,7 +175,14 @@ if stage build servers 0 go run ./test/prebuild servers; then
   { stage build prebuild-node 0 go run ./test/prebuild node && touch "$logs/node.built"; } &
   { stage build prebuild-extra 0 go run ./test/prebuild extra && touch "$logs/extra.built"; } &
 fi
-stage build tools 0 $MAKE --no-print-directory tools unit-deps &
+# lint and vuln here too: on a fresh machine their analyses take minutes
+# and gigabytes, which beside the real node's tests would move the memory
+# its kubelet's eviction thresholds are set by.
+{
+  stage build tools 0 $MAKE --no-print-directory tools unit-deps
+  stage build lint 0 $MAKE --no-print-directory lint
+  stage build vuln 0 $MAKE --no-print-directory vuln
+} &
 wait
 
 checks_lane &

@@ -59,6 +59,11 @@ func Start(ctx context.Context, logf func(string, ...any)) (*Bed, error) {
 	if !exists("/sys/fs/cgroup/memory/memory.usage_in_bytes") {
 		return nil, errors.New("the real-node bed needs cgroup v1 (/sys/fs/cgroup/memory); this machine has another layout")
 	}
+	// Before containerd mounts a pod's network namespace: see
+	// EnsureNetnsMount for what the test beds beside it would do otherwise.
+	if err := testbed.EnsureNetnsMount(); err != nil {
+		return nil, err
+	}
 	lock, err := lockHost()
 	if err != nil {
 		return nil, err

@@ -125,6 +125,9 @@ func StartWith(ctx context.Context, logf func(string, ...any), opts Options) (*B
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the end-to-end tests create network namespaces and must run as root")
 	}
+	if err := EnsureNetnsMount(); err != nil {
+		return nil, err
+	}
 	sweepStale(logf)
 	root, err := RepoRoot()
 	if err != nil {
