@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -133,10 +132,7 @@ func lockDirs(outs map[string]string) (func(), error) {
 			unlock()
 			return nil, err
 		}
-		f, err := os.OpenFile(filepath.Join(d, ".build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
-		if err == nil {
-			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		}
+		f, err := lockFile(filepath.Join(d, ".build.lock"))
 		if err != nil {
 			unlock()
 			return nil, err

@@ -11,6 +11,20 @@ import (
 // netnsRunDir is where ip netns and containerd keep network namespaces.
 const netnsRunDir = "/run/netns"
 
+// lockFile holds an exclusive lock on path (made if missing) until the
+// returned file is closed.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // EnsureNetnsMount makes /run/netns a shared mount point of its own, as
 // `ip netns add` does on its first call, before anything on this machine
 // mounts a network namespace there. The order matters on a machine where
@@ -26,14 +40,11 @@ func EnsureNetnsMount() error {
 		return err
 	}
 	// One process at a time: two binds would stack.
-	lock, err := os.OpenFile(netnsRunDir+".capo-lock", os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := lockFile(netnsRunDir + ".capo-lock")
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return err
-	}
 	err = unix.Mount("", netnsRunDir, "none", unix.MS_SHARED|unix.MS_REC, "")
 	if err == nil {
 		return nil // a mount point already
