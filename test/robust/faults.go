@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ const (
 	fConflist   = "conflist-rewrite"      // calico-node's install-cni rewrites a node's conflist
 	fLock       = "datastore-lock"        // Calico's datastore locked (datastoreReady false), then unlocked
 	serverGroup = "servers"               // apiserver and etcd restarts never overlap
+	apartGroup  = "apart"                 // Config.Apart's kinds never overlap
 )
 
 // AllFaults are every kind, in the order their figures are printed.
@@ -72,6 +74,9 @@ func (in *injector) run(ctx context.Context) {
 		group := kind
 		if kind == fAPIServer || kind == fEtcd {
 			group = serverGroup
+		}
+		if slices.Contains(in.c.cfg.Apart, kind) {
+			group = apartGroup
 		}
 		if !in.claim(group) {
 			continue
