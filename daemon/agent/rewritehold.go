@@ -186,7 +186,9 @@ func (h *rewriteHold) hold(ctx context.Context) {
 	defer cancel()
 	entries, going := holdEntries(h.cluster, h.window.pods(), h.selectors(), h.sandboxOf(), h.now())
 	for _, e := range going {
-		if h.stillAllocated(ctx, e) {
+		// Unknown is no: a hold is never made on an address that may be
+		// another pod's by now.
+		if ok, err := h.allocatedTo(ctx, e); ok && err == nil {
 			entries = append(entries, e)
 		}
 	}
@@ -276,24 +278,9 @@ func (h *rewriteHold) end(ctx context.Context, holds []reserve.Entry) ([]reserve
 	return h.store.Release(ctx, refs)
 }
 
-// stillAllocated: Calico allocates e's address to e's pod, to the sandbox
-// e names where it names one. Unknown is no: a hold is never made on an
-// address that may be another pod's by now.
-func (h *rewriteHold) stillAllocated(ctx context.Context, e reserve.Entry) bool {
-	ip, err := netip.ParseAddr(e.IP)
-	if err != nil {
-		return false
-	}
-	who, err := ipam.Who(ctx, h.ipam, ip)
-	if err != nil || who == nil || who.Cooling || !who.Is(e.Namespace, e.Pod) {
-		return false
-	}
-	return e.Sandbox == "" || e.IsSandbox(who.Handle)
-}
-
-// inUse: Calico allocates e's address to the sandbox e was made for, of
-// the pod that still runs.
-func (h *rewriteHold) inUse(ctx context.Context, e reserve.Entry) (bool, error) {
+// allocatedTo: Calico allocates e's address to e's pod, to the sandbox e
+// names where it names one.
+func (h *rewriteHold) allocatedTo(ctx context.Context, e reserve.Entry) (bool, error) {
 	ip, err := netip.ParseAddr(e.IP)
 	if err != nil {
 		return false, nil
@@ -304,8 +291,15 @@ func (h *rewriteHold) inUse(ctx context.Context, e reserve.Entry) (bool, error) 
 		return false, err
 	case who == nil || who.Cooling || !who.Is(e.Namespace, e.Pod):
 		return false, nil
-	case e.Sandbox != "":
-		return e.IsSandbox(who.Handle), nil
+	}
+	return e.Sandbox == "" || e.IsSandbox(who.Handle), nil
+}
+
+// inUse: Calico allocates e's address to the sandbox e was made for, of
+// the pod that still runs.
+func (h *rewriteHold) inUse(ctx context.Context, e reserve.Entry) (bool, error) {
+	if ok, err := h.allocatedTo(ctx, e); !ok || err != nil || e.Sandbox != "" {
+		return ok, err
 	}
 	p := h.cachedPod(e.Namespace, e.Pod)
 	return p != nil && string(p.UID) == e.PodUID && p.DeletionTimestamp == nil, nil

@@ -215,7 +215,7 @@ func (l *Lock) unfollow(err error) {
 	l.unfollowed = err
 	l.mu.Unlock()
 	if changed && err != nil {
-		slog.Error("cannot follow Calico's datastore lock: no reservation is written until it can", "calico", l.mode.String(), "err", err)
+		slog.Error("cannot follow Calico's datastore lock: until it can, each write reads ClusterInformation first, and none is made while that read fails", "calico", l.mode.String(), "err", err)
 	}
 	if changed && l.onChange != nil {
 		l.onChange()
