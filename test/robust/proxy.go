@@ -150,7 +150,7 @@ func (p *Proxy) pick(r *http.Request) (string, time.Duration) {
 	}
 	var kind string
 	switch {
-	case r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1":
+	case testbed.IsWatch(r):
 		kind = proxyWatchCut
 	default:
 		kinds := []string{proxy500, proxy503, proxyReset, proxyDelay}

@@ -63,7 +63,7 @@ func (b *Bed) StartAPIFaults(t *testing.T) *APIFaults {
 			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected by the test bed","code":` + strconv.Itoa(status) + `}`))
 			return
 		}
-		if watch(r) {
+		if IsWatch(r) {
 			r = f.track(r)
 			defer f.untrack(r)
 		}
@@ -129,8 +129,8 @@ func (f *APIFaults) untrack(r *http.Request) {
 	}
 }
 
-// watch: r streams (a watch, or a list sent as one).
-func watch(r *http.Request) bool {
+// IsWatch: r streams (a watch, or a list sent as one).
+func IsWatch(r *http.Request) bool {
 	q := r.URL.Query()
 	return q.Get("watch") == "true" || q.Get("watch") == "1" || strings.Contains(r.URL.Path, "/watch/")
 }
@@ -150,7 +150,7 @@ func (f *APIFaults) fault(r *http.Request) int {
 // a GET of one object or a list, not a watch.
 func Reads(resource string) func(*http.Request) bool {
 	return func(r *http.Request) bool {
-		if r.Method != http.MethodGet || r.URL.Query().Get("watch") == "true" {
+		if r.Method != http.MethodGet || IsWatch(r) {
 			return false
 		}
 		p := r.URL.Path
