@@ -56,3 +56,39 @@ func TestReleaseByHandSticks(t *testing.T) {
 		t.Fatalf("the controller released %v reservations: the operator's release was capoctl's", got)
 	}
 }
+
+// An agent's hold while calico-node is replaced is no teardown's: an
+// operator who releases it by hand (capoctl release of a member's address
+// while the member runs with it) releases the hold, not the member's next
+// teardown. The member's DEL then reserves its address as any selected
+// pod's teardown does, and the address is not freed.
+func TestReleaseByHandOfAHoldLeavesTheTeardown(t *testing.T) {
+	ctx := context.Background()
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, NoAgent: true})
+	env.EnableNamespace()
+	env.SetConfig(configWith("ipReserveTime: 1h\n"))
+	n := env.SetupNodeCNI()
+	_, agentPod := env.AgentDaemonSet()
+	env.OptInNode()
+	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: agentPod})
+	a.WaitMetric(1, "capo_agent_cni_installed")
+	calicoNode(t, env, "calico-node-a", true)
+	member := env.NewDiskSandbox(env.CreatePod("db-0", testbed.StatefulPod("db")), n)
+	if err := member.Add(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.MarkRunning(member)
+	ip := member.IP()
+
+	env.DeletePod("calico-node-a", 30) // the DaemonSet replaces it: the agent holds db-0's address
+	eventually(t, 10*time.Second, ip+" held", func() bool { return held(env, ip) })
+	if out, code := capoctl(t, env, "", "release", ip, "--yes"); code != 0 || !strings.Contains(out, "released 1") {
+		t.Fatalf("capoctl release: exit %d\n%s", code, out)
+	}
+	if err := member.Del(ctx); err != nil { // capo still in the chain
+		t.Fatal(err)
+	}
+	if !held(env, ip) {
+		t.Fatalf("db-0's teardown reserved nothing: the release of its hold stood for it, and %s is free (allocated %v)", ip, env.Allocated(net.ParseIP(ip)))
+	}
+}

@@ -24,10 +24,15 @@ const maxReleased = 200
 
 // ReleaseByHand is Release that marks what it takes out as released by
 // hand at at. Per-node objects, which the migration empties, keep no
-// marks.
+// marks; nor does an agent's hold while calico-node is replaced
+// (reserve.ReasonCNIRewrite): it was made for a pod that had its address,
+// ahead of any teardown, so a mark of it would stand for the pod's next
+// teardown, which nobody released (an operator releasing "db-0's
+// address" just after db-0 got it back would have its next DEL reserve
+// nothing). Its teardown is reserved as any other.
 func (c *Contents) ReleaseByHand(refs reserve.RefSet, at time.Time) []reserve.Ref {
 	return c.take(refs, func(e reserve.Entry) {
-		if !c.Legacy() && (e.Sandbox != "" || e.PodUID != "") {
+		if !c.Legacy() && e.Reason != reserve.ReasonCNIRewrite && (e.Sandbox != "" || e.PodUID != "") {
 			e.Seen = toSecond(at)
 			c.mark(e)
 		}

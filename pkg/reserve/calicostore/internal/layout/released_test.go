@@ -65,13 +65,15 @@ func TestReleaseByHandSticks(t *testing.T) {
 }
 
 // A mark is kept only for what names a teardown, and the oldest go past
-// maxReleased; a plain Release leaves none.
+// maxReleased; a plain Release leaves none, nor does a release by hand of
+// an agent's hold while calico-node is replaced.
 func TestReleaseMarks(t *testing.T) {
-	c := bucketWith(reserve.Entry{IP: "10.0.0.1", Node: "n1"}, reserve.Entry{IP: "10.0.0.2", Node: "n1", PodUID: "u"})
+	hold := reserve.Entry{IP: "10.0.0.3", Node: "n1", Namespace: "ns", Pod: "db-0", PodUID: "u", Sandbox: "sb1", Reason: reserve.ReasonCNIRewrite, ReservedAt: at}
+	c := bucketWith(reserve.Entry{IP: "10.0.0.1", Node: "n1"}, reserve.Entry{IP: "10.0.0.2", Node: "n1", PodUID: "u"}, hold)
 	c.Release(reserve.RefSet{{Node: "n1", IP: "10.0.0.2"}: true})
-	c.ReleaseByHand(reserve.RefSet{{Node: "n1", IP: "10.0.0.1"}: true}, at)
+	c.ReleaseByHand(reserve.RefSet{{Node: "n1", IP: "10.0.0.1"}: true, hold.Place(): true}, at)
 	if len(c.Released) != 0 {
-		t.Fatalf("marks %v: neither release names a teardown by hand", c.Released)
+		t.Fatalf("marks %v: none of the releases names a teardown by hand", c.Released)
 	}
 	for i := range maxReleased + 5 {
 		c.mark(reserve.Entry{IP: fmt.Sprintf("10.1.%d.%d", i/256, i%256), Node: "n1", PodUID: "u", Seen: at.Add(time.Duration(i) * time.Second)})
