@@ -9,16 +9,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/release"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
-// byCache are the reasons judged from the caches' view of a namespace or
-// an owner. A watch that stops serving (an API outage, its reflector
-// backing off) leaves its cache as it was, and a plan by that view would
-// release what the cluster still wants (a StatefulSet scaled up since,
-// read as scaled down): such releases are confirmed by live reads first.
-var byCache = map[release.Reason]bool{release.OwnerGone: true, release.ScaledDown: true, release.NamespaceGone: true}
+// byCache are the reasons judged from the caches' view of a namespace,
+// an owner, or the policy their annotations set. A watch that stops
+// serving (an API outage, its reflector backing off) leaves its cache as
+// it was, and a plan by that view would release what the cluster still
+// wants (a StatefulSet scaled up since, read as scaled down; a
+// reservation time lengthened since, read as the old one): such releases
+// are confirmed by live reads first.
+var byCache = map[release.Reason]bool{release.OwnerGone: true, release.ScaledDown: true, release.NamespaceGone: true, release.TTL: true}
 
 // liveReadTimeout bounds one pass's live reads: a release whose read is
 // not answered by then is held back to a later pass.
@@ -32,11 +35,11 @@ const (
 
 // confirm keeps of plan the releases judged by the caches only where the
 // API server agrees: what each depends on is read live, once per
-// namespace or owner, its entry planned again in a world that has those
-// reads, and a release kept when that plan releases it for the same
-// reason. The others are held back, for a later pass to judge again; ttl,
+// namespace, owner or pod, its entry planned again in a world that has
+// those reads, and a release kept when that plan releases it for the same
+// reason. The others are held back, for a later pass to judge again;
 // max-count and manual releases pass as they are.
-func (rel *releaser) confirm(ctx context.Context, plan []release.Release, entries []reserve.Entry, w release.World, now time.Time, ttl time.Duration) []release.Release {
+func (rel *releaser) confirm(ctx context.Context, plan []release.Release, entries []reserve.Entry, w release.World, now time.Time, cfg *config.Config) []release.Release {
 	var check []release.Release
 	for _, r := range plan {
 		if byCache[r.Reason] {
@@ -47,7 +50,7 @@ func (rel *releaser) confirm(ctx context.Context, plan []release.Release, entrie
 		return plan
 	}
 	reads := rel.readAll(ctx, check, w)
-	live := livePlan(check, entries, withLive(w, reads), now, ttl)
+	live := livePlan(check, entries, withLive(w, reads, policyTTL(cfg)), now, cfg.IPReserveTime)
 	var held []heldBack
 	for _, r := range check {
 		if h, ok := judgeLive(r, subjects(r, w), reads, live[r.Ref()]); !ok {
@@ -60,6 +63,17 @@ func (rel *releaser) confirm(ctx context.Context, plan []release.Release, entrie
 		drop[h.Ref()] = true
 	}
 	return slices.DeleteFunc(plan, func(r release.Release) bool { return drop[r.Ref()] })
+}
+
+// policyTTL reads a live object's TTLAnnotation as the caches' policy
+// does: valid, cut to maxIPReserveTime; an invalid one is none (the
+// policy reports it).
+func policyTTL(cfg *config.Config) func(ann map[string]string) (time.Duration, bool) {
+	return func(ann map[string]string) (d time.Duration, ok bool) {
+		r := &policyReader{cfg: cfg}
+		r.ttl(nil, "", ann, func(v time.Duration) { d, ok = v, true })
+		return d, ok
+	}
 }
 
 // heldBack is a release the live reads did not confirm, and why.
@@ -81,13 +95,23 @@ func judgeLive(r release.Release, keys []liveKey, reads map[liveKey]liveState, l
 	return heldBack{Release: r, key: keys[0], live: live}, live == r.Reason
 }
 
-// subjects are the reads r depends on: its namespace, or its owner. An
-// entry judged an apps/v1 set's may be one of a kind beyond apps/v1 with
-// stable names, written before capo told kinds apart by group (release's
-// ownerKindOf): those kinds' owners of its name are read too.
+// subjects are the reads r depends on: its namespace, or its owner; for
+// a ttl release, what can set its reservation time: its pod (by name),
+// its owner where the caches' policy reads one of its kind, and its
+// namespace. An entry judged an apps/v1 set's may be one of a kind beyond
+// apps/v1 with stable names, written before capo told kinds apart by
+// group (release's ownerKindOf): those kinds' owners of its name are read
+// too.
 func subjects(r release.Release, w release.World) []liveKey {
-	if r.Reason == release.NamespaceGone {
+	switch r.Reason {
+	case release.NamespaceGone:
 		return []liveKey{{namespace: r.Namespace}}
+	case release.TTL:
+		out := []liveKey{{namespace: r.Namespace, pod: r.Pod}}
+		if r.OwnerKind != "" && w.TrackedKinds[r.OwnerKind] {
+			out = append(out, liveKey{owner: release.OwnerKey{Kind: r.OwnerKind, Namespace: r.Namespace, Name: r.OwnerName}})
+		}
+		return append(out, liveKey{namespace: r.Namespace})
 	}
 	out := []liveKey{{owner: release.OwnerKey{Kind: r.OwnerKind, Namespace: r.Namespace, Name: r.OwnerName}}}
 	if r.OwnerKind == "StatefulSet" && r.OwnerUID != "" {
@@ -113,8 +137,10 @@ func (rel *releaser) readAll(ctx context.Context, check []release.Release, w rel
 	return reads
 }
 
-// withLive is w with what the reads answered in place of the caches'.
-func withLive(w release.World, reads map[liveKey]liveState) release.World {
+// withLive is w with what the reads answered in place of the caches':
+// namespaces and owners, and the reservation times their annotations,
+// and pods', set (ttlOf reads one).
+func withLive(w release.World, reads map[liveKey]liveState, ttlOf func(map[string]string) (time.Duration, bool)) release.World {
 	lw := w
 	lw.Namespaces, lw.Owners, lw.RecreateSets = maps.Clone(w.Namespaces), maps.Clone(w.Owners), maps.Clone(w.RecreateSets)
 	if lw.Owners == nil {
@@ -123,18 +149,38 @@ func withLive(w release.World, reads map[liveKey]liveState) release.World {
 	if lw.RecreateSets == nil {
 		lw.RecreateSets = map[release.OwnerKey]bool{}
 	}
+	lw.TTLs = release.TTLs{Pods: maps.Clone(w.TTLs.Pods), Sets: maps.Clone(w.TTLs.Sets), Namespaces: maps.Clone(w.TTLs.Namespaces)}
+	if lw.TTLs.Pods == nil {
+		lw.TTLs.Pods = map[string]time.Duration{}
+	}
+	if lw.TTLs.Sets == nil {
+		lw.TTLs.Sets = map[release.OwnerKey]time.Duration{}
+	}
+	if lw.TTLs.Namespaces == nil {
+		lw.TTLs.Namespaces = map[string]time.Duration{}
+	}
 	for k, s := range reads {
+		if s.err != nil {
+			continue
+		}
+		ttl, hasTTL := ttlOf(s.annotations)
 		switch {
-		case s.err != nil:
+		case k.pod != "":
+			setOrDelete(lw.TTLs.Pods, k.namespace+"/"+k.pod, ttl, hasTTL)
 		case k.owner == (release.OwnerKey{}):
-			// Read for a namespace-gone release only, which the caches
-			// judge where lw.Namespaces is not nil.
+			setOrDelete(lw.TTLs.Namespaces, k.namespace, ttl, hasTTL)
+			// The caches judge namespaces gone only where lw.Namespaces
+			// is not nil.
+			if lw.Namespaces == nil {
+				break
+			}
 			if s.live {
 				lw.Namespaces[k.namespace] = true
 			} else {
 				delete(lw.Namespaces, k.namespace)
 			}
 		default:
+			setOrDelete(lw.TTLs.Sets, k.owner, ttl, hasTTL)
 			if s.live {
 				lw.Owners[k.owner] = s.owner
 			} else {
@@ -151,6 +197,14 @@ func withLive(w release.World, reads map[liveKey]liveState) release.World {
 		}
 	}
 	return lw
+}
+
+func setOrDelete[K comparable](m map[K]time.Duration, k K, d time.Duration, set bool) {
+	if set {
+		m[k] = d
+	} else {
+		delete(m, k)
+	}
 }
 
 // livePlan plans check's entries again in the live world lw: by ref, the
@@ -208,7 +262,7 @@ func (rel *releaser) reportHeldBack(held []heldBack) {
 		if rel.heldTold[id] == told[id] {
 			continue
 		}
-		slog.Warn("releases judged by the cache held back: the API server's copy of their owner or namespace says otherwise, or could not be read; judged again next pass",
+		slog.Warn("releases judged by the cache held back: the API server's copy of their owner, namespace or pod says otherwise, or could not be read; judged again next pass",
 			"owner", g.owner, "reason", g.reason, "why", g.why, "count", len(g.ips), "reservations", told[id])
 	}
 	rel.heldTold = told

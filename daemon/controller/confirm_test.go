@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/owners"
 	"github.com/capo-net/capo/pkg/release"
 )
@@ -68,8 +70,9 @@ func TestAScaleDownTheAPIServerDoesNotSayIsHeldBack(t *testing.T) {
 	}
 }
 
-// A live read that fails says nothing: the release waits; releases not
-// judged by the caches (ttl) go on in the same pass.
+// A live read that fails says nothing: the release waits; releases that
+// do not depend on it (a ttl release of a pod with no owner, whose pod and
+// namespace are read) go on in the same pass.
 func TestAReleaseWhoseLiveReadFailsIsHeldBack(t *testing.T) {
 	b := newPassBed(t, mqSet("1", 1))
 	fail := true
@@ -218,7 +221,7 @@ func TestWithLive(t *testing.T) {
 		{owner: mq}:          {live: true, owner: release.Owner{UID: "s1", StatefulSet: true, Replicas: 4}},
 		{owner: web}:         {err: errors.New("timeout")},
 		{namespace: "kafka"}: {},
-	})
+	}, policyTTL(config.Default()))
 	if lw.Owners[mq].Replicas != 4 || lw.Owners[web].UID != "w1" || lw.Namespaces["kafka"] || lw.RecreateSets[mq] {
 		t.Fatalf("live world %+v", lw)
 	}
@@ -252,5 +255,66 @@ func TestSubjectsAndJudgeLive(t *testing.T) {
 	failed := map[liveKey]liveState{keys[0]: {live: true}, keys[1]: {err: errors.New("timeout")}}
 	if h, confirmed := judgeLive(r, keys, failed, release.ScaledDown); confirmed || h.key != keys[1] || h.err == nil {
 		t.Errorf("a failed read: %+v, confirmed %v", h, confirmed)
+	}
+}
+
+// The soak's early ttl releases: the cache still has a StatefulSet's old
+// reservation time (30s), the API server its new one (1h). Its member's
+// teardown, a minute old, is not released as due; once the API server
+// says 30s too, it is. The member's pod and namespace are read, each
+// once; a read that fails holds the release back.
+func TestATTLTheAPIServerLengthenedIsHeldBack(t *testing.T) {
+	b := newPassBed(t, annotatedSet("kafka", "mq", "1", "30s"))
+	ttl, failPods := "1h", false
+	sets := b.live("statefulsets", func(string) (runtime.Object, error) {
+		return annotatedSet("kafka", "mq", "1", ttl), nil
+	})
+	pods := b.live("pods", func(name string) (runtime.Object, error) {
+		if failPods {
+			return nil, apierrors.NewServiceUnavailable("the API server is shutting down")
+		}
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+	})
+	b.reserve("n1", ofSet(held("10.0.0.1", "kafka", "mq-1", time.Minute), "mq", "1"), ofSet(held("10.0.0.2", "kafka", "mq-2", time.Minute), "mq", "1"))
+	b.pass()
+	if got := b.held(); len(got) != 2 || b.heldBack(release.TTL, heldDisagrees) != 2 || b.released(release.TTL) != 0 {
+		t.Fatalf("held %v, held back %v: the API server's mq keeps its members' addresses an hour", got, b.heldBack(release.TTL, heldDisagrees))
+	}
+	if *sets != 1 || *pods != 2 {
+		t.Fatalf("%d GETs of mq, %d of pods: want one of mq, one a member", *sets, *pods)
+	}
+	ttl, failPods = "30s", true
+	b.pass()
+	if got := b.held(); len(got) != 2 || b.heldBack(release.TTL, heldReadFailed) != 2 {
+		t.Fatalf("held %v, held back %v: the members' pods could not be read", got, b.heldBack(release.TTL, heldReadFailed))
+	}
+	failPods = false
+	b.pass()
+	if got := b.held(); len(got) != 0 || b.released(release.TTL) != 2 {
+		t.Fatalf("held %v, released %v: the API server agrees now", got, b.released(release.TTL))
+	}
+}
+
+// A pod's or a namespace's reservation time, as the API server has it,
+// decides a ttl release as the caches' would: set, cut to
+// maxIPReserveTime, gone with its object.
+func TestWithLiveTTLs(t *testing.T) {
+	cfg := config.Default()
+	cfg.MaxIPReserveTime = 2 * time.Hour
+	mq := release.OwnerKey{Kind: "StatefulSet", Namespace: "kafka", Name: "mq"}
+	w := release.World{TTLs: release.TTLs{Pods: map[string]time.Duration{"kafka/gone-0": time.Minute}, Sets: map[release.OwnerKey]time.Duration{mq: time.Minute}}}
+	ann := func(v string) map[string]string { return map[string]string{release.TTLAnnotation: v} }
+	lw := withLive(w, map[liveKey]liveState{
+		{namespace: "kafka", pod: "mq-0"}:   {live: true, annotations: ann("5h")},
+		{namespace: "kafka", pod: "gone-0"}: {},
+		{owner: mq}:                         {live: true, annotations: ann("bad")},
+		{namespace: "kafka"}:                {live: true, annotations: ann("10m")},
+	}, policyTTL(cfg))
+	want := release.TTLs{Pods: map[string]time.Duration{"kafka/mq-0": 2 * time.Hour}, Sets: map[release.OwnerKey]time.Duration{}, Namespaces: map[string]time.Duration{"kafka": 10 * time.Minute}}
+	if !reflect.DeepEqual(lw.TTLs, want) || lw.Namespaces != nil {
+		t.Fatalf("live TTLs %+v, namespaces %v; want %+v, no namespaces judged", lw.TTLs, lw.Namespaces, want)
+	}
+	if w.TTLs.Sets[mq] != time.Minute || len(w.TTLs.Pods) != 1 {
+		t.Fatalf("the caches' world was changed: %+v", w.TTLs)
 	}
 }

@@ -14,13 +14,17 @@ import (
 )
 
 // liveKey is what a release judged by the caches depends on: a namespace
-// (owner empty), or an owner.
+// (owner and pod empty), a pod, or an owner.
 type liveKey struct {
 	namespace string
+	pod       string
 	owner     release.OwnerKey
 }
 
 func (k liveKey) String() string {
+	if k.pod != "" {
+		return "Pod " + k.namespace + "/" + k.pod
+	}
 	if k.owner == (release.OwnerKey{}) {
 		return "Namespace " + k.namespace
 	}
@@ -34,16 +38,26 @@ type liveState struct {
 	live     bool          // the namespace lives, or the owner exists and is not being deleted
 	owner    release.Owner // a live owner, as the planner reads it
 	recreate bool          // the owner, live or being deleted, opts in to RecreateAnnotation
+	// annotations are the object's (nil when gone), for the policy they
+	// set: TTLAnnotation.
+	annotations map[string]string
 }
 
 // readLive reads k from the API server, not from a cache.
 func (rel *releaser) readLive(ctx context.Context, k liveKey) liveState {
+	if k.pod != "" {
+		p, err := rel.kube.CoreV1().Pods(k.namespace).Get(ctx, k.pod, metav1.GetOptions{})
+		if err != nil {
+			return goneOr(err)
+		}
+		return liveState{live: true, annotations: p.Annotations}
+	}
 	if k.owner == (release.OwnerKey{}) {
 		ns, err := rel.kube.CoreV1().Namespaces().Get(ctx, k.namespace, metav1.GetOptions{})
 		if err != nil {
 			return goneOr(err)
 		}
-		return liveState{live: ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating}
+		return liveState{live: ns.DeletionTimestamp == nil && ns.Status.Phase != corev1.NamespaceTerminating, annotations: ns.Annotations}
 	}
 	o := k.owner
 	switch o.Kind {
@@ -52,7 +66,7 @@ func (rel *releaser) readLive(ctx context.Context, k liveKey) liveState {
 		if err != nil {
 			return goneOr(err)
 		}
-		st := liveState{recreate: keeps(release.RecreateAnnotation, s.Annotations)}
+		st := liveState{recreate: keeps(release.RecreateAnnotation, s.Annotations), annotations: s.Annotations}
 		st.owner, st.live = setOwner(s)
 		st.owner.KeepScaledDown = keeps(release.ScaleDownAnnotation, s.Annotations)
 		return st
@@ -104,13 +118,13 @@ func (ws *ownerWatches) readLive(ctx context.Context, o release.OwnerKey) liveSt
 		if err != nil {
 			return goneOr(err)
 		}
-		return liveState{live: u.GetDeletionTimestamp() == nil, owner: kruiseOwner(u), recreate: keeps(release.RecreateAnnotation, u.GetAnnotations())}
+		return liveState{live: u.GetDeletionTimestamp() == nil, owner: kruiseOwner(u), recreate: keeps(release.RecreateAnnotation, u.GetAnnotations()), annotations: u.GetAnnotations()}
 	}
 	m, err := ws.clients.Metadata.Resource(gvr).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 	if err != nil {
 		return goneOr(err)
 	}
-	return liveState{live: m.GetDeletionTimestamp() == nil, owner: release.Owner{UID: string(m.GetUID())}, recreate: keeps(release.RecreateAnnotation, m.GetAnnotations())}
+	return liveState{live: m.GetDeletionTimestamp() == nil, owner: release.Owner{UID: string(m.GetUID())}, recreate: keeps(release.RecreateAnnotation, m.GetAnnotations()), annotations: m.GetAnnotations()}
 }
 
 // goneOr is a failed read's state: NotFound says gone; anything else says

@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 			[]string{"reason"}),
 		heldBack: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "capo_controller_releases_held_back_total",
-			Help: "Releases judged by the caches (owner-gone, scaled-down, namespace-gone) held back by a pass because a live read of their owner or namespace failed (cause read-failed) or does not release them so (disagrees); a later pass judges them again.",
+			Help: "Releases judged by the caches (owner-gone, scaled-down, namespace-gone, ttl) held back by a pass because a live read of their owner, namespace or pod failed (cause read-failed) or does not release them so (disagrees); a later pass judges them again.",
 		},
 			[]string{"reason", "cause"}),
 		releasesInDoubt: prometheus.NewCounterVec(prometheus.CounterOpts{

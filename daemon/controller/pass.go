@@ -56,7 +56,7 @@ func (rel *releaser) release(ctx context.Context, listing *reserve.Listing) (*pa
 	judged := rel.judged(rd.entries)
 	rd.plan = release.Plan(judged, t, release.Limits{TTL: cfg.IPReserveTime, MaxCount: cfg.IPReserveMaxCount}, rd.world)
 	rel.metrics.planSeconds.Observe(rel.now().Sub(t).Seconds())
-	rd.plan = rel.confirm(ctx, rd.plan, judged, rd.world, t, cfg.IPReserveTime)
+	rd.plan = rel.confirm(ctx, rd.plan, judged, rd.world, t, cfg)
 	var err error
 	rd.released, err = rel.apply(ctx, rd.plan)
 	rel.gauges(rd.entries, rd.released, cfg.IPReserveMaxCount)

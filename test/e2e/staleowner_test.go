@@ -84,3 +84,60 @@ func TestStaleOwnerCacheIsNoAnswer(t *testing.T) {
 		t.Fatalf("%v scaled-down releases, want mq-2's", n)
 	}
 }
+
+// A reservation time read from a stale cache is no answer either (the
+// soak's early ttl releases). mq asks 3s; the leader's watch of
+// StatefulSets is cut and fails; mq is made to ask 1h in the API server,
+// and member 1 torn down. The leader's cache still says 3s, but a GET says
+// 1h: the member's reservation is not released as due, pass after pass.
+// Once mq asks 3s again, it is.
+func TestStaleReservationTimeIsNoAnswer(t *testing.T) {
+	ctx := context.Background()
+	env := bed.NewEnv(t, testbed.Etcd, testbed.EnvOptions{OptIn: true})
+	env.SetConfig(configWith("ipReserveTime: 1h\n"))
+	mq := env.CreateStatefulSet("mq", 2)
+	member := env.AddPods("mq", 2, env.Conflist(testbed.Capo), testbed.OwnedBy(mq))[1]
+	ask := func(ttl string) {
+		p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{"capo.io/ip-reserve-time": ttl}}})
+		if _, err := env.Kube.AppsV1().StatefulSets(env.Namespace).Patch(ctx, "mq", types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask("3s")
+	faults := bed.StartAPIFaults(t)
+	c := env.StartControllerWith("c1", testbed.AgentOptions{Kubeconfig: faults.Kubeconfig})
+	eventually(t, 15*time.Second, "the controller leads", c.Leading)
+	const passes, ttl = "capo_controller_release_pass_duration_seconds_count", `reason="ttl"`
+	c.WaitMetricAtLeast(1, passes)
+
+	sets := testbed.Collection("apps", "statefulsets")
+	heal := faults.Fail(http.StatusServiceUnavailable, sets)
+	t.Cleanup(heal)
+	if n := faults.Cut(sets); n == 0 {
+		t.Fatal("the controller had no watch of StatefulSets open through the proxy")
+	}
+	eventually(t, 10*time.Second, "the controller's list or watch of StatefulSets failing", func() bool { return faults.Failed.Load() > 0 })
+	ask("1h")
+	env.Evict(member.Pod.Name)
+	if err := member.Del(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !held(env, member.IP()) {
+		t.Fatalf("setup: mq-1's %s not reserved by its teardown", member.IP())
+	}
+	time.Sleep(4 * time.Second) // past the 3s the cache says
+	after := c.Metric(passes)
+	eventually(t, 15*time.Second, "three more passes", func() bool { return c.Metric(passes) >= after+3 })
+	if !held(env, member.IP()) {
+		t.Fatalf("mq-1's %s released (ttl releases: %v) though the API server's mq asks 1h: the leader judged by its stale cache",
+			member.IP(), c.Metric("capo_controller_releases_total", ttl))
+	}
+	if n := c.Metric("capo_controller_releases_held_back_total", ttl, `cause="disagrees"`); n < 1 {
+		t.Fatalf("%v ttl releases held back, want mq-1's, pass after pass", n)
+	}
+	ask("3s")
+	eventually(t, 15*time.Second, "mq-1's reservation released once mq asks 3s again", func() bool { return !held(env, member.IP()) })
+	if n := c.Metric("capo_controller_releases_total", ttl); n != 1 {
+		t.Fatalf("%v ttl releases, want mq-1's", n)
+	}
+}
