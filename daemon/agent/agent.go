@@ -106,6 +106,11 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		a.cni = cnichain.New(a.cluster.Node, install.Options{
 			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
 		}, opts.CNIResync, cnichain.Metrics{Installed: a.metrics.cniInstalled, Reapplied: a.metrics.cniReapplied, Errors: a.metrics.cniErrors}, a.reapplied, j)
+		// Ready only once capo is back in the chain: an agent restarted
+		// while calico-node rewrote the conflist reserves nothing for a
+		// teardown that reads it, and the controller covers the node
+		// only while the agent is not ready.
+		a.readiness.Await("the CNI chain not checked yet since start (capo-ipam may be missing from it)", a.cni.Checked())
 	}
 	if a.rewrite = newRewriteHold(a, a.gate.IPAM(calico.IPAM()), j, timeout); a.rewrite != nil {
 		dec.reserved = func(es []reserve.Entry) { a.held.add(es); a.rewrite.teardown(es) }

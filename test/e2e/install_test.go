@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,4 +121,36 @@ func TestNodeOptInDrivesInstallation(t *testing.T) {
 			t.Fatalf("after the DaemonSet was deleted the conflist is:\n%s", got)
 		}
 	})
+}
+
+// An agent that starts on an opted-in node whose conflist calico-node has
+// rewritten (it was away during calico-node's rollout: a crash, a node
+// reboot) is not ready until capo is back in the chain: while a
+// teardown may still read Calico's own conflist, capo-controller must go
+// on covering the node, which it does only while the agent is not ready.
+func TestAgentNotReadyUntilCapoIsBackInTheChain(t *testing.T) {
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{NoAgent: true})
+	env.EnableNamespace()
+	n := env.SetupNodeCNI() // Calico's own conflist, as install-cni leaves it
+	_, podName := env.AgentDaemonSet()
+	env.OptInNode()
+	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: podName, NotReady: true})
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never became ready")
+		}
+		resp, err := client.Get("http://" + a.HealthAddr + "/readyz")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+	}
+	if !installed(t, n) {
+		t.Fatal("the agent said ready while capo-ipam was not yet back in the node's conflist")
+	}
 }

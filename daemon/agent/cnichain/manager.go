@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -35,6 +36,8 @@ type Manager struct {
 	journal   journal.Dir // its ADD records go on uninstall
 	trigger   chan struct{}
 	applied   bool // installed at least once since start: later changes are re-applies
+	checked   chan struct{}
+	once      sync.Once
 }
 
 // Metrics are the manager's share of the agent's metrics.
@@ -49,8 +52,14 @@ type Metrics struct {
 // reapplied when it had to put capo back (teardowns in between went around
 // capo-ipam). j's ADD records are named at uninstall.
 func New(node func() *metav1.PartialObjectMetadata, opts install.Options, resync time.Duration, m Metrics, reapplied chan<- struct{}, j journal.Dir) *Manager {
-	return &Manager{node: node, opts: opts, resync: resync, metrics: m, reapplied: reapplied, journal: j, trigger: make(chan struct{}, 1)}
+	return &Manager{node: node, opts: opts, resync: resync, metrics: m, reapplied: reapplied, journal: j, trigger: make(chan struct{}, 1), checked: make(chan struct{})}
 }
+
+// Checked is closed once the manager has checked the chain since start
+// (and put capo back if calico-node rewrote it meanwhile), whatever came
+// of it: until then a teardown may read Calico's own conflist, and the
+// agent is not ready (capo-controller covers the node).
+func (m *Manager) Checked() <-chan struct{} { return m.checked }
 
 // Poke has the manager look at the chain again (the node's opt-in changed).
 func (m *Manager) Poke() {
@@ -78,6 +87,7 @@ func (m *Manager) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		m.reconcile()
+		m.once.Do(func() { close(m.checked) })
 		select {
 		case <-ctx.Done():
 			return
@@ -162,6 +172,15 @@ func (m *Manager) report(op string, r *install.Result, err error) {
 		}
 	default:
 		slog.Info("CNI "+op, "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged || r.BinaryRemoved)
+		if op == "install" && r.ConfigChanged {
+			// Capo was not in the chain as the agent started (calico-node
+			// rewrote it while the agent was away, or capo is new here):
+			// teardowns before went around capo-ipam.
+			select {
+			case m.reapplied <- struct{}{}:
+			default:
+			}
+		}
 	}
 	installed := 0.0
 	if op == "install" && err == nil {

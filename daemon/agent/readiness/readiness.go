@@ -58,6 +58,13 @@ type Readiness struct {
 	stopped []string  // loops that ended while the agent runs
 	done    bool      // Run returned
 	pingOut time.Time // start of a batcher round trip not answered yet: see live
+	awaits  []await   // what must have happened since start before the agent is ready
+}
+
+// await is a condition of readiness at start: done closes once it holds.
+type await struct {
+	what string
+	done <-chan struct{}
 }
 
 // Metrics are readiness' share of the agent's metrics.
@@ -121,6 +128,30 @@ func (r *Readiness) LoopStopped(name string) {
 	r.export()
 }
 
+// Await keeps the agent not ready (starting) until done is closed; what
+// says what is awaited. Called before the agent runs.
+func (r *Readiness) Await(what string, done <-chan struct{}) {
+	r.mu.Lock()
+	r.awaits = append(r.awaits, await{what: what, done: done})
+	r.mu.Unlock()
+	go func() {
+		<-done
+		r.export()
+	}()
+}
+
+// awaited is the first condition of Await not yet met, or "".
+func (r *Readiness) awaited() string {
+	for _, a := range r.awaits {
+		select {
+		case <-a.done:
+		default:
+			return a.what
+		}
+	}
+	return ""
+}
+
 // Serve is called once the socket is open.
 func (r *Readiness) Serve() {
 	r.mu.Lock()
@@ -158,6 +189,8 @@ func (r *Readiness) state() (ready bool, reason, detail string) {
 		return false, r.reason, r.detail
 	case !r.serving:
 		return false, reasonStarting, "caches not synced or socket not open"
+	case r.awaited() != "":
+		return false, reasonStarting, r.awaited()
 	}
 	return true, "", ""
 }

@@ -143,3 +143,28 @@ func testMetrics() *Metrics {
 		NotReady:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "not_ready"}, []string{"reason"}),
 	}
 }
+
+// What readiness awaits at start (capo back in the CNI chain) keeps the
+// agent starting, its writes landing or not, until it holds; the metric
+// follows once it does.
+func TestReadinessAwaitsTheChain(t *testing.T) {
+	m := testMetrics()
+	r := New(m, time.Now)
+	chain := make(chan struct{})
+	r.Await("the CNI chain not checked yet", chain)
+	r.landed()
+	r.Serve()
+	wantReady(t, r, false, reasonStarting)
+	if ok, body := r.Ready(); ok || !strings.Contains(body, "CNI chain") {
+		t.Fatalf("/readyz says %v %q; want what it awaits", ok, body)
+	}
+	close(chain)
+	wantReady(t, r, true, "")
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(m.CanReserve) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("capo_agent_can_reserve not 1 once the chain was checked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
