@@ -54,8 +54,8 @@ type checker struct {
 }
 
 type countAt struct {
-	at time.Time
-	n  int
+	from, at time.Time // the sample's start and end
+	n        int
 }
 
 // seen is a reservation as samples saw it.
@@ -98,7 +98,7 @@ func (k *checker) sample(ctx context.Context) {
 	k.samples++
 	k.pending = append(k.pending, s)
 	k.c.latest.Store(s)
-	k.counts = append(k.counts, countAt{s.T1, len(s.Entries)})
+	k.counts = append(k.counts, countAt{s.T0, s.T1, len(s.Entries)})
 	for _, e := range s.Entries {
 		key := fmt.Sprintf("%s|%s|%s/%s|%d", e.Node, e.IP, e.Namespace, e.Pod, e.ReservedAt.UnixNano())
 		if old, ok := k.entries[key]; ok {

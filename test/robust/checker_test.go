@@ -165,3 +165,26 @@ func TestCheckerReadsAReleaseInDoubt(t *testing.T) {
 		})
 	}
 }
+
+// A max-count release is judged by what can have been held before it:
+// between two samples of 5 reservations, two members' teardowns may have
+// added 2 (the controller's List saw 7 of ipReserveMaxCount 6); a plain
+// pod's teardown adds none, nor does a member's after the release.
+func TestMaxHeldCountsTeardownsBetweenSamples(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	k := &checker{cfg: Config{Sets: []string{"db", "mq"}, MaxCount: 6}, counts: []countAt{{at(0), at(100), 5}, {at(400), at(500), 5}}}
+	evs := []Event{
+		{Op: opDel, Pod: "ns/db-1", Start: at(150)},
+		{Op: opEvict, Pod: "ns/mq-0", Start: at(200)},
+		{Op: opDel, Pod: "ns/web-1", Start: at(250)}, // not selected
+		{Op: opDel, Pod: "ns/db-2", Start: at(900)},  // after
+	}
+	ix := buildIndex(evs)
+	if n, ok := k.maxHeld(ix, at(-5000), at(800)); !ok || n != 7 {
+		t.Fatalf("maxHeld = %d, %v; want 7 (5 sampled, 2 members' teardowns before the next sample)", n, ok)
+	}
+	if n, _ := k.maxHeld(buildIndex(nil), at(-5000), at(800)); n != 5 {
+		t.Fatalf("maxHeld with no teardowns = %d, want 5", n)
+	}
+}

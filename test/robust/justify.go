@@ -2,6 +2,7 @@ package robust
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,11 +60,11 @@ func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation,
 		ttl := ix.ttlAt(set, t, k.cfg.TTL)
 		return !t.Add(logSlack).Before(seen.Add(ttl)), fmt.Sprintf("it was held from %s, under %s, less than its reservation time %s", k.hist.At(seen), t.Sub(seen).Round(time.Millisecond), ttl)
 	case release.MaxCount:
-		n, sampled := k.maxHeld(t.Add(-5*time.Second), t.Add(time.Second))
+		n, sampled := k.maxHeld(ix, t.Add(-5*time.Second), t)
 		if !sampled {
 			return k.skip(r)
 		}
-		return n >= k.cfg.MaxCount, fmt.Sprintf("at most %d were held around then, ipReserveMaxCount %d", n, k.cfg.MaxCount)
+		return n > k.cfg.MaxCount, fmt.Sprintf("at most %d can have been held in the 5 s before, ipReserveMaxCount %d", n, k.cfg.MaxCount)
 	case release.ScaledDown:
 		if !member {
 			return k.skip(r)
@@ -106,15 +107,44 @@ func (k *checker) entryFor(node, ip, pod string, t time.Time) (reserve.Entry, bo
 	return best.e, true
 }
 
-// maxHeld is the most reservations a sample held in [from, to].
-func (k *checker) maxHeld(from, to time.Time) (int, bool) {
+// maxHeld is the most reservations there can have been at an instant of
+// [from, to]: from each sample on, its count and what the sets' members'
+// teardowns could have added (a DEL, a deletion, an eviction: each may add
+// a reservation, by the node's agent, its hold while calico-node is
+// replaced, or the controller's coverage) until the next sample, whose
+// count then stands. Between two samples a burst of teardowns and returns
+// can rise and fall unseen, and the controller's List may fall there.
+func (k *checker) maxHeld(ix *index, from, to time.Time) (int, bool) {
 	n, sampled := 0, false
-	for _, c := range k.counts {
-		if !c.at.Before(from) && !c.at.After(to) {
-			n, sampled = max(n, c.n), true
+	for i, c := range k.counts {
+		if c.at.Before(from) || c.at.After(to) {
+			continue
 		}
+		until := to
+		if i+1 < len(k.counts) {
+			until = k.counts[i+1].at
+		}
+		n, sampled = max(n, c.n+ix.teardowns(k.cfg.Sets, c.from, until)), true
 	}
 	return n, sampled
+}
+
+// teardowns counts the events of the sets' members in (from, to] that may
+// reserve an address.
+func (ix *index) teardowns(sets []string, from, to time.Time) int {
+	n := 0
+	for _, e := range ix.evs {
+		if e.Start.After(to) {
+			break
+		}
+		if !e.Start.After(from) || e.Op != opDel && e.Op != opDeletePod && e.Op != opEvict {
+			continue
+		}
+		if set, _, ok := ordinal(e.Pod); ok && slices.Contains(sets, set) {
+			n++
+		}
+	}
+	return n
 }
 
 // owed is the last obligation of ip to pod that opened by t.
