@@ -28,7 +28,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == agent.NodeInfoCommand {
 		os.Exit(nodeInfo(os.Args[2:], os.Stdout, os.Stderr))
 	}
-	os.Exit(daemon.Main("capo-agent", parseFlags, func(ctx context.Context, opts agent.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
+	os.Exit(daemon.Main("capo-agent", parseAndRestore, func(ctx context.Context, opts agent.Options, kube kubernetes.Interface, calico clientv3.Interface) error {
 		meta, err := kubeclient.Metadata("capo-agent", 50)
 		if err != nil {
 			return err
@@ -38,6 +38,19 @@ func main() {
 		}
 		return agent.New(opts, kube, meta, calico).Run(ctx)
 	}))
+}
+
+// parseAndRestore parses the flags and, with --manage-cni, puts capo-ipam
+// back into the node's CNI chain first thing (agent.RestoreChain): before
+// the API server is read, which may fail for as long as an outage lasts
+// while calico-node's install-cni has rewritten the chain.
+func parseAndRestore(args []string) (agent.Options, slog.Level, float32, error) {
+	o, level, qps, err := parseFlags(args)
+	if err == nil {
+		daemon.SetupLogs(os.Stderr, "capo-agent", level)
+		agent.RestoreChain(o)
+	}
+	return o, level, qps, err
 }
 
 // nodeInfo prints the node's CNI configs and journal, redacted, and exits:

@@ -18,7 +18,6 @@ import (
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/daemon/agent/cnichain"
 	"github.com/capo-net/capo/daemon/agent/readiness"
-	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/config"
@@ -103,9 +102,7 @@ func New(opts Options, kube kubernetes.Interface, meta metadata.Interface, calic
 		interval: opts.SweepInterval, pause: 250 * time.Millisecond, grace: 2 * time.Second, metrics: a.metrics,
 	}
 	if opts.ManageCNI {
-		a.cni = cnichain.New(a.cluster.Node, install.Options{
-			CNIBinDir: opts.CNIBinDir, CNIConfDir: opts.CNIConfDir, Source: opts.CapoIPAMSource, IPAMExtra: ipamExtra(opts),
-		}, opts.CNIResync, cnichain.Metrics{Installed: a.metrics.cniInstalled, Reapplied: a.metrics.cniReapplied, Errors: a.metrics.cniErrors}, a.reapplied, j)
+		a.cni = cnichain.New(a.cluster.Node, installOptions(opts), opts.CNIResync, cnichain.Metrics{Installed: a.metrics.cniInstalled, Reapplied: a.metrics.cniReapplied, Errors: a.metrics.cniErrors}, a.reapplied, j)
 		// Ready only once capo is back in the chain: an agent restarted
 		// while calico-node rewrote the conflist reserves nothing for a
 		// teardown that reads it, and the controller covers the node

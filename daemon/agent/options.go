@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/capo-net/capo/daemon/agent/cnichain"
 	"github.com/capo-net/capo/install"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/wire"
@@ -83,6 +84,29 @@ type Options struct {
 
 // ipamExtra is what capo-ipam must be told beside its delegate: where this
 // agent listens and keeps state, when not the defaults.
+// installOptions are how --manage-cni installs capo-ipam.
+func installOptions(o Options) install.Options {
+	return install.Options{CNIBinDir: o.CNIBinDir, CNIConfDir: o.CNIConfDir, Source: o.CapoIPAMSource, IPAMExtra: ipamExtra(o)}
+}
+
+// RestoreChain, with --manage-cni, puts capo-ipam back into the node's
+// CNI chain before anything reads the API server, if the node was opted
+// in when the agent last kept the chain (cnichain.Restore). It logs what
+// it did; a failure leaves the chain to the CNI manager once the agent
+// runs.
+func RestoreChain(o Options) {
+	if !o.ManageCNI {
+		return
+	}
+	changed, err := cnichain.Restore(installOptions(o), journal.Dir{Root: o.StateDir})
+	switch {
+	case err != nil:
+		slog.Error("cannot put capo-ipam back into the CNI chain at start; the CNI manager retries once the agent runs", "err", err)
+	case changed:
+		slog.Warn("put capo-ipam back into the CNI chain at start, before reading the API server: the node was opted in when the agent last ran, and the chain had been rewritten (calico-node restarted while the agent was away)")
+	}
+}
+
 func ipamExtra(o Options) map[string]any {
 	extra := map[string]any{}
 	if o.Socket != wire.DefaultSocket {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -153,4 +154,57 @@ func TestAgentNotReadyUntilCapoIsBackInTheChain(t *testing.T) {
 	if !installed(t, n) {
 		t.Fatal("the agent said ready while capo-ipam was not yet back in the node's conflist")
 	}
+}
+
+// A node's agent that starts while the API server cannot be reached, after
+// calico-node rewrote the chain (a node's reboot in an outage; a rollout
+// while the agent crash-loops), puts capo back first thing, from what it
+// last knew of the node's opt-in: a teardown then reads capo-ipam, which
+// journals it and keeps the member's address, instead of plain
+// calico-ipam freeing it for as long as the outage lasts.
+func TestAgentRestoresTheChainBeforeTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{NoAgent: true})
+	env.EnableNamespace()
+	n := env.SetupNodeCNI()
+	_, podName := env.AgentDaemonSet()
+	env.OptInNode()
+	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: podName})
+	a.WaitMetric(1, "capo_agent_cni_installed")
+	member := env.NewDiskSandbox(env.CreatePod("db-0", testbed.StatefulPod("db")), n)
+	if err := member.Add(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Stop()
+	n.CalicoNodeRewrites(env)
+
+	kc := filepath.Join(env.Dir, "unreachable.kubeconfig")
+	if err := bed.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kc, []byte(strings.ReplaceAll(string(data), bed.APIServerURL, "https://127.0.0.1:1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: podName, Kubeconfig: kc, NoWait: true})
+	eventually(t, 10*time.Second, "capo-ipam back in the chain with the API server out of reach", func() bool { return installed(t, n) })
+
+	if err := member.DelWith(ctx, mustRead(t, n.ConfFile)); err != nil {
+		t.Fatalf("DEL through the restored chain, its agent away: %v", err)
+	}
+	if !env.Allocated(net.ParseIP(member.IP())) {
+		t.Fatalf("%s freed: the teardown went around capo-ipam", member.IP())
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -68,6 +68,9 @@ type AgentOptions struct {
 	// NotReady starts the process without waiting for /readyz: for tests
 	// of a component that must refuse to be ready.
 	NotReady bool
+	// NoWait starts the process and returns at once: for tests of what it
+	// does before it serves, or of a start that fails.
+	NoWait bool
 }
 
 // StartAgent runs capo-agent for the env's node, configured as a DaemonSet
@@ -124,6 +127,10 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 			a.proc.stop()
 		}
 	}()
+	if o.NoWait {
+		started = true
+		return a
+	}
 	if o.NotReady { // serving, but not waiting for ready
 		if err := waitHTTP(a.proc, "http://"+a.HealthAddr+"/healthz", nil, "", 30*time.Second); err != nil {
 			e.T.Fatalf("%s not serving (log %s): %v", a.proc.name, a.logFile, err)

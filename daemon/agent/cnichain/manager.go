@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -129,13 +130,61 @@ func (m *Manager) reconcile() {
 		r, err := install.Uninstall(m.opts)
 		m.report("uninstall", r, err)
 		m.applied = false
+		if err == nil {
+			m.remember(false)
+		}
 		return
 	}
 	r, err := install.Install(m.opts)
 	m.report("install", r, err)
 	if err == nil {
 		m.applied = true
+		m.remember(true)
 	}
+}
+
+// optedInMark, in the agent's state dir, says the node was opted in when
+// the agent last kept its chain: Restore puts capo back from it at start,
+// before the API server can be read.
+const optedInMark = "cni-opted-in"
+
+func (m *Manager) remember(optedIn bool) {
+	if m.journal.Root == "" {
+		return
+	}
+	path := filepath.Join(m.journal.Root, optedInMark)
+	var err error
+	if optedIn {
+		if _, statErr := os.Stat(path); statErr == nil {
+			return
+		}
+		err = os.WriteFile(path, []byte("capo-agent keeps capo-ipam in this node's CNI chain\n"), 0o644)
+	} else if err = os.Remove(path); os.IsNotExist(err) {
+		err = nil
+	}
+	if err != nil {
+		slog.Warn("cannot record the node's opt-in in the state dir: at the next start the chain waits for the API server", "err", err)
+	}
+}
+
+// Restore puts capo-ipam back into the chain at once if the node was
+// opted in when the agent last kept it (its mark in the state dir j), and
+// says whether it had to change anything. It reads no API: an agent that
+// starts while the API server cannot be reached (an outage; a node's
+// reboot) and cannot go on would otherwise leave calico-node's rewritten
+// conflist in place, and teardowns would free addresses with plain
+// calico-ipam meanwhile. With capo-ipam in the chain and no agent, a DEL
+// is journaled and its addresses kept. The manager, once the agent runs,
+// follows the node's opt-in as ever.
+func Restore(opts install.Options, j journal.Dir) (changed bool, err error) {
+	if _, err := os.Stat(filepath.Join(j.Root, optedInMark)); err != nil {
+		return false, nil // not opted in when last seen, or never kept
+	}
+	r, err := install.Install(opts)
+	if err != nil {
+		return false, err
+	}
+	return r.ConfigChanged || r.BinaryChanged, nil
 }
 
 // InChain reports whether the runtime's CNI config calls capo-ipam now.
