@@ -3,9 +3,11 @@ package robust
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,11 +30,27 @@ func retryAPI(ctx context.Context, f func(context.Context) error) error {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := f(cctx)
 		cancel()
-		if err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || final(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
 		time.Sleep(wait)
 	}
+}
+
+// final reports whether err is an answer no retry changes: not found,
+// already exists, invalid. libcalico-go's datastore error reads as
+// invalid whatever it wraps (its Status says so for any error that is not
+// the API server's own), so an etcd that cannot be reached is told apart:
+// it is retried.
+func final(err error) bool {
+	var ds cerrors.ErrorDatastoreError
+	if errors.As(err, &ds) {
+		var api apierrors.APIStatus
+		if !errors.As(ds.Err, &api) {
+			return false
+		}
+	}
+	return apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err)
 }
 
 // apiPatience is how long the cluster's components keep retrying a call.

@@ -1,12 +1,17 @@
 package robust
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	cerrors "github.com/projectcalico/calico/libcalico-go/lib/errors"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/capo-net/capo/daemon/controller"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -186,5 +191,22 @@ func TestMaxHeldCountsTeardownsBetweenSamples(t *testing.T) {
 	}
 	if n, _ := k.maxHeld(buildIndex(nil), at(-5000), at(800)); n != 5 {
 		t.Fatalf("maxHeld with no teardowns = %d, want 5", n)
+	}
+}
+
+// The harness retries what an etcd out of reach answers, though
+// libcalico-go's error for it reads as invalid; an answer of the API
+// server's stays final.
+func TestRetryTellsAnEtcdAwayFromAnAnswer(t *testing.T) {
+	away := cerrors.ErrorDatastoreError{Err: context.DeadlineExceeded, Identifier: "ClusterInformation(default)"}
+	if !apierrors.IsInvalid(away) {
+		t.Fatal("libcalico-go's datastore error no longer reads as invalid: this test can go")
+	}
+	if final(away) {
+		t.Fatal("an etcd out of reach taken as a final answer")
+	}
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "db-0")
+	if !final(notFound) || !final(cerrors.ErrorDatastoreError{Err: notFound}) {
+		t.Fatal("the API server's not-found is an answer, wrapped or not")
 	}
 }
