@@ -33,9 +33,11 @@ type Config struct {
 	Faults        []string // the kinds injected; nil: all that apply
 	// Apart are kinds that never run at once, as if one kind. make test's
 	// short run keeps a node's agent faults and the conflist rewrite
-	// apart: together they find an open gap (docs/robustness.md: a pod
-	// started and torn down through the rewritten conflist while its
-	// node's agent restarts) every few runs; make soak keeps them free.
+	// apart: with no controller leading as well, they make a gap no capo
+	// process can close (docs/robustness.md: a pod started and torn down
+	// through the rewritten conflist while its node's agent is down and
+	// no replica leads, reserved only after the fact); make soak keeps
+	// them free.
 	Apart []string
 	// AgentFailpoints are armed in every agent for the whole run: the
 	// proof that the checker finds a broken invariant.
