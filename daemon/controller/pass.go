@@ -104,30 +104,47 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 	if !rel.leading.Load() {
 		return released, fmt.Errorf("lost the lease before releasing; %d releases left for the next leader", len(plan))
 	}
-	done, err := rel.releaseAll(ctx, plan)
+	byRef := make(map[reserve.Ref]release.Release, len(plan))
+	for _, r := range plan {
+		byRef[r.Ref()] = r
+	}
+	told := map[reserve.Ref]bool{}
+	tell := func(refs []reserve.Ref) { // each as its write lands
+		for _, ref := range refs {
+			if r, ok := byRef[ref]; ok && !told[ref] {
+				told[ref] = true
+				rel.released(r)
+			}
+		}
+	}
+	done, err := rel.releaseAll(reserve.WithWritten(ctx, tell), plan)
 	for _, ref := range done {
 		released[ref] = true
 	}
+	tell(done) // what a store that does not tell by write released
 	maybe := maybeWritten(err)
 	for _, r := range plan {
-		held := rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String()
 		if maybe[r.Ref()] {
+			held := rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String()
 			rel.metrics.releasesInDoubt.WithLabelValues(string(r.Reason)).Inc()
 			slog.Warn(MaybeReleased, "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held, "err", err)
-		}
-		if !released[r.Ref()] {
-			continue // already gone (someone else released it), not reached, or in doubt
-		}
-		rel.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
-		slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held)
-		if p := rel.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
-			rel.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
 		}
 	}
 	if err != nil {
 		return released, fmt.Errorf("releasing (%d of %d done): %w", len(done), len(plan), err)
 	}
 	return released, nil
+}
+
+// released counts and tells one release that landed: a log line, and an
+// Event on its pod.
+func (rel *releaser) released(r release.Release) {
+	held := rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String()
+	rel.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
+	slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held)
+	if p := rel.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
+		rel.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
+	}
 }
 
 // MaybeReleased is the warning for a release whose write ended without an

@@ -50,6 +50,9 @@ func (s *Store) release(ctx context.Context, refs []reserve.Ref, take func(*layo
 			return released, err
 		}
 		released = append(released, got...)
+		if f := reserve.Written(ctx); f != nil && len(got) > 0 {
+			f(got)
+		}
 		if err := s.finish(ctx, l); err != nil {
 			return released, err
 		}

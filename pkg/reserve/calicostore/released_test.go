@@ -1,6 +1,7 @@
 package calicostore_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,5 +58,48 @@ func TestReleaseByHandIsNotReservedAgain(t *testing.T) {
 	}
 	if res, err := agent.Reserve(ctx, "n1", []reserve.Entry{later}); err != nil || len(res.Added) != 1 {
 		t.Fatalf("an expired mark still refuses: %+v, %v", res, err)
+	}
+}
+
+// A release over several objects tells each object's refs as its write
+// lands, before the next write: together, what Release returns.
+func TestReleaseTellsEachWriteAsItLands(t *testing.T) {
+	s := reservetest.NewStore(reserve.DefaultLimits)
+	var refs []reserve.Ref
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	for i := range 24 {
+		e, node := entry(fmt.Sprintf("10.0.%d.%d", i%3, i)), nodes[i%len(nodes)]
+		e.Node = node
+		if _, err := s.Reserve(ctx, node, []reserve.Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, reserve.Ref{Node: node, IP: e.IP})
+	}
+	objects := len(s.Objects.Names())
+	if objects < 2 {
+		t.Fatalf("setup: %d objects; want the entries spread over several", objects)
+	}
+	var calls [][]reserve.Ref
+	held := []int{}
+	done, err := s.Release(reserve.WithWritten(ctx, func(got []reserve.Ref) {
+		calls = append(calls, got)
+		l, err := s.Clone(reserve.DefaultLimits).List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, len(l.Entries))
+	}), refs)
+	if err != nil || len(done) != len(refs) {
+		t.Fatalf("released %d of %d: %v", len(done), len(refs), err)
+	}
+	told := 0
+	for i, c := range calls {
+		told += len(c)
+		if want := len(refs) - told; held[i] != want {
+			t.Fatalf("write %d told with %d still held; want %d: told before it landed, or after the next", i, held[i], want)
+		}
+	}
+	if len(calls) < 2 || told != len(refs) {
+		t.Fatalf("%d calls telling %d refs over %d objects; want one a write, %d in all", len(calls), told, objects, len(refs))
 	}
 }
