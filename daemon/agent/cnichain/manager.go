@@ -256,5 +256,6 @@ func (m *Manager) OnExit(r *Removal) {
 	if err != nil {
 		return
 	}
+	m.remember(false) // a removed capo does not put itself back at the next start
 	slog.Info("capo is being removed: the node's CNI chain is Calico's own again; ADD records and journal kept", "why", why, "state_dir", m.journal.Root)
 }
