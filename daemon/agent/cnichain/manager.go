@@ -158,7 +158,9 @@ func (m *Manager) remember(optedIn bool) {
 		if _, statErr := os.Stat(path); statErr == nil {
 			return
 		}
-		err = os.WriteFile(path, []byte("capo-agent keeps capo-ipam in this node's CNI chain\n"), 0o644)
+		if err = os.MkdirAll(m.journal.Root, 0o700); err == nil { // the journal makes it at its first write
+			err = os.WriteFile(path, []byte("capo-agent keeps capo-ipam in this node's CNI chain\n"), 0o644)
+		}
 	} else if err = os.Remove(path); os.IsNotExist(err) {
 		err = nil
 	}

@@ -27,6 +27,7 @@ func TestRestoreOnlyWhereTheNodeWasOptedIn(t *testing.T) {
 		t.Fatalf("the conflist changed with no mark: %s", got)
 	}
 
+	state = filepath.Join(state, "not-made-yet") // the journal makes it at its first write
 	m := &Manager{journal: journal.Dir{Root: state}}
 	m.remember(true)
 	if _, err := os.Stat(filepath.Join(state, optedInMark)); err != nil {
