@@ -10,6 +10,11 @@ import (
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
+// passLag is how long before its release a pass's List of the
+// reservations may have been read: its live reads may take the
+// controller's liveReadTimeout (10 s), and its writes their own time.
+const passLag = 15 * time.Second
+
 // cacheLag is how stale a view of the cluster a release may act on: the
 // controller's informers follow the API server a moment behind.
 const cacheLag = 3 * time.Second
@@ -60,11 +65,11 @@ func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation,
 		ttl := ix.ttlAt(set, t, k.cfg.TTL)
 		return !t.Add(logSlack).Before(seen.Add(ttl)), fmt.Sprintf("it was held from %s, under %s, less than its reservation time %s", k.hist.At(seen), t.Sub(seen).Round(time.Millisecond), ttl)
 	case release.MaxCount:
-		n, sampled := k.maxHeld(ix, t.Add(-5*time.Second), t)
+		n, sampled := k.maxHeld(ix, t.Add(-passLag), t)
 		if !sampled {
 			return k.skip(r)
 		}
-		return n > k.cfg.MaxCount, fmt.Sprintf("at most %d can have been held in the 5 s before, ipReserveMaxCount %d", n, k.cfg.MaxCount)
+		return n > k.cfg.MaxCount, fmt.Sprintf("at most %d can have been held in the %s before, ipReserveMaxCount %d", n, passLag, k.cfg.MaxCount)
 	case release.ScaledDown:
 		if !member {
 			return k.skip(r)
