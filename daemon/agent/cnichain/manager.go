@@ -159,7 +159,7 @@ func (m *Manager) remember(optedIn bool) {
 			return
 		}
 		if err = os.MkdirAll(m.journal.Root, 0o700); err == nil { // the journal makes it at its first write
-			err = os.WriteFile(path, []byte("capo-agent keeps capo-ipam in this node's CNI chain\n"), 0o644)
+			err = os.WriteFile(path, []byte("capo-agent keeps capo-ipam in this node's CNI chain\n"), 0o600)
 		}
 	} else if err = os.Remove(path); os.IsNotExist(err) {
 		err = nil
