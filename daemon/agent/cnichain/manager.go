@@ -223,15 +223,6 @@ func (m *Manager) report(op string, r *install.Result, err error) {
 		}
 	default:
 		slog.Info("CNI "+op, "config", r.Config, "config_changed", r.ConfigChanged, "binary_changed", r.BinaryChanged || r.BinaryRemoved)
-		if op == "install" && r.ConfigChanged {
-			// Capo was not in the chain as the agent started (calico-node
-			// rewrote it while the agent was away, or capo is new here):
-			// teardowns before went around capo-ipam.
-			select {
-			case m.reapplied <- struct{}{}:
-			default:
-			}
-		}
 	}
 	installed := 0.0
 	if op == "install" && err == nil {
