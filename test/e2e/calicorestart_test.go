@@ -24,15 +24,7 @@ import (
 // leaves the address free until the sweep.)
 func TestCalicoNodeReplacedHoldsSelectedAddresses(t *testing.T) {
 	ctx := context.Background()
-	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, NoAgent: true})
-	env.EnableNamespace()
-	env.SetConfig(configWith("ipReserveTime: 1h\n"))
-	n := env.SetupNodeCNI()
-	_, agentPod := env.AgentDaemonSet()
-	env.OptInNode()
-	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: agentPod})
-	a.WaitMetric(1, "capo_agent_cni_installed")
-	calicoNode(t, env, "calico-node-a", true)
+	env, n, a := calicoNodeBed(t)
 	var members []*testbed.Sandbox
 	for i := range 8 { // the /29's every address
 		sb := env.NewDiskSandbox(env.CreatePod(fmt.Sprintf("db-%d", i), testbed.StatefulPod("db")), n)
@@ -86,6 +78,23 @@ func TestCalicoNodeReplacedHoldsSelectedAddresses(t *testing.T) {
 	})
 	a.WaitMetric(0, "capo_agent_cni_rewrite_window")
 	a.WaitMetric(7, "capo_agent_cni_rewrite_holds_total", `result="released"`)
+}
+
+// calicoNodeBed is an opted-in node (a /29, ipReserveTime 1h) whose
+// agent manages its CNI chain, capo installed, and calico-node-a running
+// and initialized on it.
+func calicoNodeBed(t *testing.T) (*testbed.Env, *testbed.NodeCNI, *testbed.Agent) {
+	t.Helper()
+	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, NoAgent: true})
+	env.EnableNamespace()
+	env.SetConfig(configWith("ipReserveTime: 1h\n"))
+	n := env.SetupNodeCNI()
+	_, agentPod := env.AgentDaemonSet()
+	env.OptInNode()
+	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: agentPod})
+	a.WaitMetric(1, "capo_agent_cni_installed")
+	calicoNode(t, env, "calico-node-a", true)
+	return env, n, a
 }
 
 // calicoNode creates (or updates) a calico-node pod on the env's node,

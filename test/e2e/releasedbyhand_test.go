@@ -64,15 +64,7 @@ func TestReleaseByHandSticks(t *testing.T) {
 // pod's teardown does, and the address is not freed.
 func TestReleaseByHandOfAHoldLeavesTheTeardown(t *testing.T) {
 	ctx := context.Background()
-	env := bed.NewEnv(t, testbed.Kubernetes, testbed.EnvOptions{PoolPrefix: 29, NoAgent: true})
-	env.EnableNamespace()
-	env.SetConfig(configWith("ipReserveTime: 1h\n"))
-	n := env.SetupNodeCNI()
-	_, agentPod := env.AgentDaemonSet()
-	env.OptInNode()
-	a := env.StartAgentWith(testbed.AgentOptions{ManageCNI: n, PodName: agentPod})
-	a.WaitMetric(1, "capo_agent_cni_installed")
-	calicoNode(t, env, "calico-node-a", true)
+	env, n, _ := calicoNodeBed(t)
 	member := env.NewDiskSandbox(env.CreatePod("db-0", testbed.StatefulPod("db")), n)
 	if err := member.Add(ctx); err != nil {
 		t.Fatal(err)
