@@ -28,6 +28,9 @@ type Cluster interface {
 	Node() *metav1.PartialObjectMetadata
 	Namespace(name string) *metav1.PartialObjectMetadata
 	Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod
+	// Successor is the live pod that now has ref's namespace and name
+	// under another UID; nil when there is none or it cannot be read.
+	Successor(ctx context.Context, ref wire.PodRef) *corev1.Pod
 }
 
 // informerCluster serves Cluster from informers: pods on this node only, all
@@ -169,6 +172,28 @@ func (f *informerCluster) Pod(ctx context.Context, ref wire.PodRef) *corev1.Pod 
 		if err != nil && !apierrors.IsNotFound(err) {
 			slog.Warn("pod lookup failed", "pod", ref.Namespace+"/"+ref.Name, "err", err)
 		}
+		return nil
+	}
+	return p
+}
+
+// Successor finds a later pod of ref's name (a StatefulSet's next member):
+// from the cache, else the API server. A teardown replayed from the journal
+// after its pod object is gone takes its owner from it.
+func (f *informerCluster) Successor(ctx context.Context, ref wire.PodRef) *corev1.Pod {
+	if ref.Name == "" || ref.UID == "" {
+		return nil
+	}
+	if p := f.cachedPod(ref.Namespace, ref.Name); p != nil {
+		if string(p.UID) == ref.UID {
+			return nil
+		}
+		return p
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := f.kube.CoreV1().Pods(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil || string(p.UID) == ref.UID {
 		return nil
 	}
 	return p

@@ -80,11 +80,19 @@ func (dc *decider) Decide(ctx context.Context, req *wire.ReserveRequest) (*wire.
 	if len(ips) == 0 {
 		return &wire.ReserveResponse{Outcome: wire.NothingToReserve, Rule: "handle " + req.Handle() + " holds no addresses (already released)"}, nil
 	}
+	var successor *corev1.Pod
+	if _, _, _, recorded := req.AtAdd.RecordedOwner(); pod == nil && !recorded {
+		// Journaled while the agent was away at ADD and at DEL, replayed
+		// after the pod object went: the pod that now has its name tells
+		// its StatefulSet, whose reservation time then applies.
+		successor = dc.cluster.Successor(ctx, req.Pod)
+	}
 	entries := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
 		e := entryFor(ip, req, pod, dc.now())
 		if pod == nil {
 			e.SetOwner(req.AtAdd)
+			e.SetOwnerOf(successor)
 		}
 		entries = append(entries, e)
 	}

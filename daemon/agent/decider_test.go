@@ -20,14 +20,18 @@ import (
 )
 
 type fakeCluster struct {
-	node *metav1.PartialObjectMetadata
-	ns   *metav1.PartialObjectMetadata
-	pod  *corev1.Pod
+	node      *metav1.PartialObjectMetadata
+	ns        *metav1.PartialObjectMetadata
+	pod       *corev1.Pod
+	successor *corev1.Pod
 }
 
 func (f *fakeCluster) Node() *metav1.PartialObjectMetadata            { return f.node }
 func (f *fakeCluster) Namespace(string) *metav1.PartialObjectMetadata { return f.ns }
 func (f *fakeCluster) Pod(context.Context, wire.PodRef) *corev1.Pod   { return f.pod }
+func (f *fakeCluster) Successor(context.Context, wire.PodRef) *corev1.Pod {
+	return f.successor
+}
 
 type fakeIPAM struct {
 	ips     []cnet.IP

@@ -179,6 +179,48 @@ func TestReplayedTeardownKeepsTheOwner(t *testing.T) {
 	}
 }
 
+// A teardown journaled while the agent was away at ADD and at DEL, and
+// replayed after its pod object is gone, takes its StatefulSet from the
+// member that now has its name: the set's reservation time applies, not
+// the default's. A later pod of the name that no set owns adds nothing.
+func TestReplayedTeardownTakesTheOwnerOfItsSuccessor(t *testing.T) {
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	isController := true
+	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-2", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "redis", UID: "set-1", Controller: &isController},
+	}}}
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "redis-3", UID: "pod-3"}}
+	for _, tc := range []struct {
+		name      string
+		successor *corev1.Pod
+		atAdd     *wire.Decision
+		wantOwner string
+	}{
+		{"the set's next member", member, nil, "set-1"},
+		{"no owner recorded at ADD", member, &wire.Decision{Selected: true, Rule: "r"}, "set-1"},
+		{"the owner recorded at ADD wins", member, &wire.Decision{Selected: true, Rule: "r", Owner: &wire.Owner{Kind: "StatefulSet", Name: "redis", UID: "set-0"}}, "set-0"},
+		{"a plain pod of the name", plain, nil, ""},
+		{"no pod of the name", nil, nil, ""},
+	} {
+		res := &fakeReserver{}
+		d := &decider{
+			cluster: &fakeCluster{node: optedIn, successor: tc.successor}, ipam: &fakeIPAM{ips: []cnet.IP{cnet.MustParseIP("10.0.0.3")}}, reserve: res,
+			selectors: func() []selection.Selector { return config.Default().Selectors },
+			observe:   func(time.Duration) {}, now: time.Now,
+		}
+		req := &wire.ReserveRequest{ContainerID: "c1", Network: "k8s-pod-network", Pod: wire.PodRef{Namespace: "ns", Name: "redis-3", UID: "pod-1"}, AtAdd: tc.atAdd}
+		if _, err := d.Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.got) != 1 || res.got[0].OwnerUID != tc.wantOwner || res.got[0].PodUID != "pod-1" {
+			t.Fatalf("%s: reserved %+v, want owner %q and the torn-down pod's UID", tc.name, res.got, tc.wantOwner)
+		}
+		if tc.wantOwner == "set-1" && (res.got[0].OwnerKind != "StatefulSet" || res.got[0].OwnerName != "redis") {
+			t.Fatalf("%s: reserved %+v, want StatefulSet redis", tc.name, res.got)
+		}
+	}
+}
+
 // A reservation write waits only for the writes of its own addresses.
 func TestAddrLocksAreByAddress(t *testing.T) {
 	var l addrLocks

@@ -76,6 +76,20 @@ func (e *Entry) SetPod(p *corev1.Pod) {
 	}
 }
 
+// SetOwnerOf fills the controller of p, the pod that now has the torn-down
+// pod's name, for a teardown whose own pod object is gone and whose ADD
+// recorded no owner (the agent was away then): a StatefulSet's member is
+// named for its set, so the set's reservation time and returns apply. The
+// pod UID stays the torn-down pod's.
+func (e *Entry) SetOwnerOf(p *corev1.Pod) {
+	if p == nil || e.OwnerUID != "" {
+		return
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		e.OwnerKind, e.OwnerName, e.OwnerUID = owners.KeyOf(*ref), ref.Name, string(ref.UID)
+	}
+}
+
 // OwnerRecord is what a teardown's pod had for its controller when
 // capo-ipam's ADD asked the agent: a wire.Decision. ok is false when
 // nothing was recorded.
