@@ -96,8 +96,14 @@ func (k *checker) sample(ctx context.Context) {
 		return
 	}
 	k.samples++
-	k.pending = append(k.pending, s)
 	k.c.latest.Store(s)
+	k.took(s)
+}
+
+// took keeps a sample to judge, its count, and each entry it shows with
+// when it was first and last seen.
+func (k *checker) took(s *sample) {
+	k.pending = append(k.pending, s)
 	k.counts = append(k.counts, countAt{s.T0, s.T1, len(s.Entries)})
 	for _, e := range s.Entries {
 		key := fmt.Sprintf("%s|%s|%s/%s|%d", e.Node, e.IP, e.Namespace, e.Pod, e.ReservedAt.UnixNano())

@@ -53,6 +53,16 @@ var judgeCases = []judgeCase{
 	{"released by TTL before its time", func(t0 time.Time) []Event {
 		return []Event{{Op: opReleased, Pod: casePod, Node: "n1", IPs: []string{caseIP}, Reason: "ttl", Start: t0.Add(2 * time.Second), End: t0.Add(2 * time.Second)}}
 	}, func(time.Time) *sample { return nil }, vUnjustified},
+	// The controller covered the teardown (no sandbox; dated from it) just
+	// as the node's agent reserved a later one of the same address: the
+	// TTL release of the coverage is judged by the coverage's own dates.
+	{"a coverage released by TTL beside a later reservation", func(t0 time.Time) []Event {
+		return []Event{{Op: opReleased, Pod: casePod, Node: "n1", IPs: []string{caseIP}, Reason: "ttl", Start: t0.Add(20500 * time.Millisecond), End: t0.Add(20500 * time.Millisecond)}}
+	}, func(t0 time.Time) *sample {
+		cover := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Reason: "agent-away", ReservedAt: t0, Seen: t0}
+		agent := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "bbbb", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(15 * time.Second), Seen: t0.Add(15 * time.Second)}
+		return &sample{T0: t0.Add(16 * time.Second), T1: t0.Add(16 * time.Second), Entries: []reserve.Entry{cover, agent}}
+	}, ""},
 	{"released as owner-gone, its set deleted", func(t0 time.Time) []Event {
 		return []Event{
 			{Op: opDeleteSet, Owner: "uid-1", Value: "db", Start: t0.Add(time.Second), End: t0.Add(time.Second)},
@@ -109,7 +119,7 @@ func TestCheckerJudgesHistories(t *testing.T) {
 				entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{},
 			}
 			if s := tc.sample(t0); s != nil {
-				k.pending = append(k.pending, s)
+				k.took(s)
 			}
 			k.logs = &logs{tails: map[string]*tail{}}
 			k.round(true)

@@ -27,7 +27,7 @@ func (k *checker) judgeRelease(ix *index, r Event) {
 		return
 	}
 	ip, t := firstIP(r.IPs), r.Start
-	e, sampled := k.entryFor(r.Node, ip, r.Pod, t)
+	e, sampled := k.entryFor(r.Node, ip, r.Pod, r.Sandbox, t)
 	o := ix.owed(ip, r.Pod, t)
 	var seen, written time.Time // when the controller first saw it; when it was written
 	switch {
@@ -89,18 +89,30 @@ func (k *checker) reasonHeld(ix *index, r Event, e reserve.Entry, o *obligation,
 	return false, "no such reason"
 }
 
+// sameSandbox says whether an entry's sandbox is a release's: either may
+// be shortened; none is only none.
+func sameSandbox(entry, released string) bool {
+	if entry == "" || released == "" {
+		return entry == released
+	}
+	return strings.HasPrefix(entry, released) || strings.HasPrefix(released, entry)
+}
+
 func (k *checker) skip(r Event) (bool, string) {
 	k.unchecked[r.Reason]++
 	return true, ""
 }
 
-// entryFor is the reservation of ip on node for pod that a sample saw
-// before t (so it existed then): the latest written.
-func (k *checker) entryFor(node, ip, pod string, t time.Time) (reserve.Entry, bool) {
+// entryFor is the reservation of ip on node for pod, of the released
+// sandbox, that a sample saw before t (so it existed then): the latest
+// written. The sandbox tells apart two reservations of one address at
+// once: the agent's of a teardown, and the controller's coverage (no
+// sandbox, dated from its teardown) of an earlier one.
+func (k *checker) entryFor(node, ip, pod, sandbox string, t time.Time) (reserve.Entry, bool) {
 	var best *seen
 	for _, s := range k.entries {
 		e := s.e
-		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && !s.first.After(t) {
+		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && sameSandbox(e.Sandbox, sandbox) && !s.first.After(t) {
 			if best == nil || e.ReservedAt.After(best.e.ReservedAt) {
 				best = s
 			}
