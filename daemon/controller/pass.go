@@ -127,7 +127,7 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 		if maybe[r.Ref()] {
 			held := rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String()
 			rel.metrics.releasesInDoubt.WithLabelValues(string(r.Reason)).Inc()
-			slog.Warn(MaybeReleased, "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held, "err", err)
+			slog.Warn(MaybeReleased, "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "reservedAs", r.Entry.Reason, "held", held, "err", err)
 		}
 	}
 	if err != nil {
@@ -141,7 +141,7 @@ func (rel *releaser) apply(ctx context.Context, plan []release.Release) (map[res
 func (rel *releaser) released(r release.Release) {
 	held := rel.now().Sub(release.Since(r.Entry, rel.now())).Round(time.Second).String()
 	rel.metrics.releases.WithLabelValues(string(r.Reason)).Inc()
-	slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "held", held)
+	slog.Info("released", "ip", r.IP, "node", r.Node, "reason", r.Reason, "pod", r.Namespace+"/"+r.Pod, "sandbox", r.Sandbox, "reservedAs", r.Entry.Reason, "held", held)
 	if p := rel.caches.pod(r.Namespace, r.Pod); p != nil && (r.PodUID == "" || string(p.UID) == r.PodUID) {
 		rel.recorder.Eventf(p, corev1.EventTypeNormal, "IPReservationReleased", "capo released the reservation of %s (%s)", r.IP, r.Reason)
 	}

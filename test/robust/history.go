@@ -41,7 +41,7 @@ type Event struct {
 	Sandbox    string   // container ID; of a release, the released entry's (its first digits)
 	IPs        []string // an ADD's result, a DEL's sandbox's, a release's
 	Reason     string   // a release's, as capo logged it
-	Value      string   // a set's name, a TTL, a release request, a mode
+	Value      string   // a set's name, a TTL, a release request, a mode; of a release by hand, the entry's reason
 	N          int      // a set's replicas
 	Detail     string   // what else says what happened: who, a fault's kind
 	Err        string

@@ -88,7 +88,9 @@ func (ix *index) handReleases() {
 	ix.byHand = map[string][]handRelease{}
 	for _, e := range ix.evs {
 		byHand := e.Op == opReleased && e.Reason == "manual" || e.Op == opCapoctl && ends(e, &obligation{}) != ""
-		if !byHand {
+		if !byHand || e.Value == reserve.ReasonCNIRewrite {
+			// A hold (calico-node replaced) names no teardown: its
+			// sandbox's later DEL is reserved again, as it should be.
 			continue
 		}
 		ip := firstIP(e.IPs)

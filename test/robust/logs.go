@@ -51,16 +51,19 @@ func (t *tail) lines() [][]byte {
 
 // logLine is the part of a capo log line the suite reads.
 type logLine struct {
-	Time      time.Time `json:"time"`
-	Msg       string    `json:"msg"`
-	IP        string    `json:"ip"`
-	Node      string    `json:"node"`
-	Reason    string    `json:"reason"`
-	Pod       string    `json:"pod"`
-	Sandbox   string    `json:"sandbox"` // the controller's: the released entry's
-	Refs      []refLine `json:"refs"`
-	Failpoint string    `json:"failpoint"`
-	Action    string    `json:"action"`
+	Time    time.Time `json:"time"`
+	Msg     string    `json:"msg"`
+	IP      string    `json:"ip"`
+	Node    string    `json:"node"`
+	Reason  string    `json:"reason"`
+	Pod     string    `json:"pod"`
+	Sandbox string    `json:"sandbox"` // the controller's: the released entry's
+	// ReservedAs is the controller's: the released entry's own reason
+	// (cni-del, cni-rewrite for a hold...).
+	ReservedAs string    `json:"reservedAs"`
+	Refs       []refLine `json:"refs"`
+	Failpoint  string    `json:"failpoint"`
+	Action     string    `json:"action"`
 }
 
 type refLine struct{ Node, IP, Sandbox string }
@@ -120,7 +123,7 @@ func (l *logs) record(ll logLine, who string) {
 			who += ", may have been written"
 		}
 		if ll.IP != "" { // the controller's: one address
-			h.Record(Event{Op: opReleased, IPs: []string{ll.IP}, Node: ll.Node, Pod: ll.Pod, Sandbox: ll.Sandbox, Reason: ll.Reason, Detail: "by " + who}, ll.Time)
+			h.Record(Event{Op: opReleased, IPs: []string{ll.IP}, Node: ll.Node, Pod: ll.Pod, Sandbox: ll.Sandbox, Reason: ll.Reason, Value: ll.ReservedAs, Detail: "by " + who}, ll.Time)
 		}
 		for _, r := range ll.Refs { // the agent's: a return's
 			h.Record(Event{Op: opReleased, IPs: []string{r.IP}, Node: r.Node, Pod: ll.Pod, Sandbox: r.Sandbox, Reason: ll.Reason, Detail: "by " + who}, ll.Time)

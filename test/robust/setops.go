@@ -89,7 +89,7 @@ func (c *cluster) capoctl(pick int) error {
 	if !ok {
 		return nil
 	}
-	ev := c.hist.Begin(Event{Op: opCapoctl, Pod: e.Namespace + "/" + e.Pod, Node: e.Node, Sandbox: e.Sandbox, IPs: []string{e.IP}})
+	ev := c.hist.Begin(Event{Op: opCapoctl, Pod: e.Namespace + "/" + e.Pod, Node: e.Node, Sandbox: e.Sandbox, IPs: []string{e.IP}, Value: e.Reason})
 	out, code := c.nodes[0].env.Capoctl([]string{"KUBECONFIG=" + c.proxy.Kubeconfig}, "release", e.IP, "--yes")
 	var err error
 	if code != 0 {
