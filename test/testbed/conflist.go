@@ -40,6 +40,12 @@ func (e *Env) ConflistWith(mode IPAM, extra map[string]any) []byte {
 	switch e.DS {
 	case Kubernetes:
 		calico["datastore_type"] = "kubernetes"
+		if e.nativeV3() {
+			// As install-cni writes it (CALICO_API_GROUP): told, calico
+			// does not discover the group, which an API server out of
+			// reach would answer as crd.projectcalico.org/v1.
+			calico["calico_api_group"] = "projectcalico.org/v3"
+		}
 	case Etcd:
 		calico["etcd_endpoints"] = e.Bed.EtcdURL
 	}
