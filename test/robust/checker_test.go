@@ -75,6 +75,14 @@ var judgeCases = []judgeCase{
 		e := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(2 * time.Second)}
 		return &sample{T0: t0.Add(3 * time.Second), T1: t0.Add(3 * time.Second), Entries: []reserve.Entry{e}}
 	}, vUndone},
+	// A capoctl run slowed by API errors: the entry it ends is still
+	// there until it lands, and is no reservation made again.
+	{"a slow release by hand, sampled before it landed", func(t0 time.Time) []Event {
+		return []Event{{Op: opCapoctl, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Detail: "released 1", Start: t0.Add(time.Second), End: t0.Add(8 * time.Second)}}
+	}, func(t0 time.Time) *sample {
+		e := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(time.Second)}
+		return &sample{T0: t0.Add(4 * time.Second), T1: t0.Add(4 * time.Second), Entries: []reserve.Entry{e}}
+	}, ""},
 	// The node's agent held a running member's address while calico-node
 	// was replaced, an operator released the hold, then the member's DEL
 	// came: a hold names no teardown, so the DEL is reserved again.

@@ -26,7 +26,10 @@ type index struct {
 // controller answering the release ConfigMap), and the teardown it was for.
 type handRelease struct {
 	pod, sandbox string
-	at           time.Time
+	// at is when the release began; done, when it had surely landed (a
+	// capoctl run that retries through API errors may take seconds, and
+	// the entry it ends is still there meanwhile).
+	at, done time.Time
 }
 
 // obligation: a selected pod's sandbox holding ip is being torn down, so
@@ -93,12 +96,15 @@ func (ix *index) handReleases() {
 			// sandbox's later DEL is reserved again, as it should be.
 			continue
 		}
-		ip := firstIP(e.IPs)
+		ip, done := firstIP(e.IPs), e.End
+		if done.Before(e.Start) {
+			done = e.Start
+		}
 		switch o := ix.owed(ip, e.Pod, e.Start); {
 		case e.Sandbox != "": // the teardown whose entry it released
-			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: e.Sandbox, at: e.Start})
+			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: e.Sandbox, at: e.Start, done: done})
 		case o != nil:
-			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: o.sandbox, at: e.Start})
+			ix.byHand[ip] = append(ix.byHand[ip], handRelease{pod: e.Pod, sandbox: o.sandbox, at: e.Start, done: done})
 		}
 	}
 }

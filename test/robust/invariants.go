@@ -67,13 +67,13 @@ func (k *checker) judgeSample(ix *index, s *sample) {
 // sticks. Once an operator had a teardown's reservation released, that
 // teardown (a journaled DEL replayed, a retry) does not reserve the
 // address again; entries are stamped to the second, so a write in the
-// release's second counts, and only a sample begun after the release is
-// read.
+// release's second counts, and only a sample begun after the release had
+// surely landed is read.
 func (k *checker) judgeSticky(ix *index, s *sample) {
 	for _, e := range s.Entries {
 		for _, h := range ix.byHand[e.IP] {
 			if e.Sandbox == "" || e.Sandbox != reserve.SandboxOf(h.sandbox) || h.pod != e.Namespace+"/"+e.Pod ||
-				!s.T0.After(h.at.Add(logSlack)) || e.ReservedAt.Before(h.at.Truncate(time.Second)) {
+				!s.T0.After(h.done.Add(logSlack)) || e.ReservedAt.Before(h.at.Truncate(time.Second)) {
 				continue
 			}
 			k.violate(vUndone, h.sandbox+e.IP, s.T0, fmt.Sprintf("%s of %s was released by hand at %s, and reserved again for the same teardown (sandbox %s) by %s on %s at %s (reason %s)",
