@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/returns"
@@ -19,10 +20,11 @@ import (
 )
 
 // rewriteHold holds this node's selected pods' addresses while calico-node
-// is replaced, and lets go of them once capo is back (rewritewindow.go).
+// is replaced, and lets go of them once capo is back (package caliconode
+// tells why).
 type rewriteHold struct {
 	node      string
-	window    *rewriteWindow
+	window    *caliconode.Window
 	cluster   Cluster
 	cachedPod func(namespace, name string) *corev1.Pod
 	selectors func() []selection.Selector
@@ -97,7 +99,7 @@ func newRewriteHold(a *Agent, r ipam.Reader, j journal.Dir, timeout func() time.
 	}
 	h := &rewriteHold{
 		node:    a.opts.NodeName,
-		window:  &rewriteWindow{selector: sel, pods: a.cluster.nodePods, now: time.Now},
+		window:  &caliconode.Window{Selector: sel, Pods: a.cluster.nodePods, Now: time.Now},
 		cluster: a.cluster, cachedPod: a.cluster.cachedPod, selectors: func() []selection.Selector { return a.config.Get().Selectors },
 		reserve: a.batcher, store: a.store, ipam: r, records: j.AddrRecords, installed: a.cni.InChain,
 		guard: a.settler.guard, held: a.held.add, metrics: a.metrics, timeout: timeout, now: time.Now,
@@ -111,9 +113,9 @@ func newRewriteHold(a *Agent, r ipam.Reader, j journal.Dir, timeout func() time.
 // goes, and holds a pod that starts running while it is open.
 func (h *rewriteHold) podChanged(p *corev1.Pod, gone bool) {
 	switch {
-	case h.window.isCalicoNode(p):
+	case h.window.IsCalicoNode(p):
 		if gone {
-			h.window.deleted()
+			h.window.Deleted()
 		}
 		h.poke()
 	case h.isLetting():
@@ -149,7 +151,7 @@ func (h *rewriteHold) run(ctx context.Context) {
 // made yet, a pod started meanwhile, is as needed then as before. Once
 // capo is back, it lets go until nothing is left to let go of.
 func (h *rewriteHold) step(ctx context.Context) {
-	open, why := h.window.open()
+	open, why := h.window.Open()
 	if open {
 		h.rewritten = true
 	} else if h.rewritten && h.isLetting() && !h.installed() {
@@ -184,7 +186,7 @@ func (h *rewriteHold) step(ctx context.Context) {
 func (h *rewriteHold) hold(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, h.timeout())
 	defer cancel()
-	entries, going := holdEntries(h.cluster, h.window.pods(), h.selectors(), h.sandboxOf(), h.now())
+	entries, going := caliconode.HoldEntries(nodeSelection(h.cluster, h.selectors()), h.window.Pods(), h.sandboxOf(), h.now())
 	for _, e := range going {
 		// Unknown is no: a hold is never made on an address that may be
 		// another pod's by now.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/journal"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/reservetest"
@@ -53,41 +54,6 @@ func (h holders) GetAssignmentAttributes(_ context.Context, ip cnet.IP) (map[str
 	return map[string]string{"namespace": "db", "pod": a[1]}, &a[0], nil
 }
 
-// The window opens with calico-node's old pod terminating, stays open
-// while it is gone (whether or not its deletion's handler has run yet) and
-// its successor is not initialized, and closes after.
-func TestRewriteWindow(t *testing.T) {
-	now := time.Now()
-	var pods []*corev1.Pod
-	w := &rewriteWindow{selector: labels.SelectorFromSet(labels.Set{"k8s-app": "calico-node"}), pods: func() []*corev1.Pod { return pods }, now: func() time.Time { return now }}
-	for _, tc := range []struct {
-		name  string
-		pods  []*corev1.Pod
-		gone  bool
-		after time.Duration
-		open  bool
-	}{
-		{"running, initialized", []*corev1.Pod{calicoNodePod("a", true, false), member("db-0", "10.0.0.1")}, false, 0, false},
-		{"terminating", []*corev1.Pod{calicoNodePod("a", true, true)}, false, 0, true},
-		{"deleted, no successor yet", nil, true, 0, true},
-		{"successor created, install-cni to run", []*corev1.Pod{calicoNodePod("b", false, false)}, false, 0, true},
-		{"successor initialized", []*corev1.Pod{calicoNodePod("b", true, false)}, false, 0, false},
-		// The cache drops a deleted pod before its handler is told: a look
-		// in between still finds the window open.
-		{"deleted again, its handler yet to tell", nil, false, 0, true},
-		{"its handler tells", nil, true, time.Second, true},
-		{"its grace later, none since", nil, false, successorGrace, false},
-	} {
-		pods, now = tc.pods, now.Add(tc.after)
-		if tc.gone {
-			w.deleted()
-		}
-		if open, why := w.open(); open != tc.open {
-			t.Fatalf("%s: open %v (%s), want %v", tc.name, open, why, tc.open)
-		}
-	}
-}
-
 // While calico-node is replaced the selected running pods' addresses are
 // held; once its successor is initialized and capo is back in the chain,
 // the holds still in use go, the one whose pod was torn down meanwhile
@@ -110,7 +76,7 @@ func TestRewriteHoldHoldsThenLetsGo(t *testing.T) {
 	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	m := newMetrics()
 	h := &rewriteHold{
-		node: "n1", window: &rewriteWindow{selector: labels.SelectorFromSet(labels.Set{"k8s-app": "calico-node"}), pods: func() []*corev1.Pod { return pods }, now: time.Now},
+		node: "n1", window: &caliconode.Window{Selector: labels.SelectorFromSet(labels.Set{"k8s-app": "calico-node"}), Pods: func() []*corev1.Pod { return pods }, Now: time.Now},
 		cluster: &fakeCluster{node: optedIn}, cachedPod: func(_, name string) *corev1.Pod { return map[string]*corev1.Pod{"db-0": db0}[name] },
 		selectors: func() []selection.Selector { return nil }, reserve: storeReserver{store}, store: store, ipam: ipam,
 		records: func() ([]*journal.AddrRecord, error) {
@@ -204,7 +170,7 @@ func TestRewriteHoldHoldsUntilCapoIsBack(t *testing.T) {
 	var reserveErr error
 	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
 	h := &rewriteHold{
-		node: "n1", window: &rewriteWindow{selector: labels.SelectorFromSet(labels.Set{"k8s-app": "calico-node"}), pods: func() []*corev1.Pod { return pods }, now: time.Now},
+		node: "n1", window: &caliconode.Window{Selector: labels.SelectorFromSet(labels.Set{"k8s-app": "calico-node"}), Pods: func() []*corev1.Pod { return pods }, Now: time.Now},
 		cluster: &fakeCluster{node: optedIn}, cachedPod: func(_, name string) *corev1.Pod { return map[string]*corev1.Pod{"db-0": db0, "db-5": db5}[name] },
 		selectors: func() []selection.Selector { return nil }, store: store, ipam: ipam,
 		reserve: reserverFunc(func(ctx context.Context, es []reserve.Entry) (*reserve.Result, error) {

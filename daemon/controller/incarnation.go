@@ -2,12 +2,12 @@ package controller
 
 import (
 	"log/slog"
-	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/capo-net/capo/pkg/calico"
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -16,31 +16,6 @@ import (
 // have been given its predecessor's address back. The controller therefore
 // settles which incarnation an allocation is by its sandbox (the handle's
 // container ID), never by the pod object that has the name now.
-
-// On the Kubernetes datastore the calico plugin annotates each pod with
-// the sandbox it last set up and that sandbox's addresses; the etcdv3
-// datastore keeps them in its workload endpoints, and pods carry neither.
-const (
-	calicoContainerID = "cni.projectcalico.org/containerID"
-	calicoPodIPs      = "cni.projectcalico.org/podIPs"
-	calicoPodIP       = "cni.projectcalico.org/podIP"
-)
-
-// calicoSandbox is the sandbox that Calico's annotations on p say held ip,
-// shortened as entries keep it; "" when they do not say so (no
-// annotations, or they already name a newer sandbox with other addresses).
-func calicoSandbox(p *corev1.Pod, ip netip.Addr) string {
-	id := p.Annotations[calicoContainerID]
-	if id == "" {
-		return ""
-	}
-	for _, s := range strings.Split(p.Annotations[calicoPodIPs]+","+p.Annotations[calicoPodIP], ",") {
-		if pfx, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil && pfx.Addr().Unmap() == ip {
-			return reserve.SandboxOf(id)
-		}
-	}
-	return ""
-}
 
 // handleSandbox is the container ID of a Calico handle
 // ("<network>.<container ID>"), shortened as entries keep it.
@@ -69,10 +44,10 @@ func (c *coverer) ofIncarnation(e reserve.Entry, h *calico.Holder) (reserve.Entr
 	cur := c.caches.pod(e.Namespace, e.Pod)
 	switch {
 	case cur == nil || string(cur.UID) == e.PodUID:
-		if cur != nil && !terminated(cur) && reserve.SandboxOf(cur.Annotations[calicoContainerID]) == sb {
+		if cur != nil && !terminated(cur) && reserve.SandboxOf(cur.Annotations[caliconode.ContainerIDAnnotation]) == sb {
 			return e, "the pod's running sandbox holds it"
 		}
-	case reserve.SandboxOf(cur.Annotations[calicoContainerID]) == sb || hasIP(cur, e.IP):
+	case reserve.SandboxOf(cur.Annotations[caliconode.ContainerIDAnnotation]) == sb || hasIP(cur, e.IP):
 		return e, "a later incarnation of the pod holds it"
 	default:
 		slog.Warn("reserving an address whose incarnation cannot be told: another incarnation of the pod exists and Calico's annotations do not say which sandbox was whose; the entry names no pod UID",

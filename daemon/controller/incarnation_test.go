@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/reserve"
 )
 
@@ -25,7 +26,7 @@ func calicoAnnotated(p *corev1.Pod, id, ip string) {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[calicoContainerID], p.Annotations[calicoPodIP], p.Annotations[calicoPodIPs] = id, ip+"/32", ip+"/32"
+	p.Annotations[caliconode.ContainerIDAnnotation], p.Annotations[caliconode.PodIPAnnotation], p.Annotations[caliconode.PodIPsAnnotation] = id, ip+"/32", ip+"/32"
 }
 
 // A member's address, taken by its successor (a return) before the

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/selection"
@@ -173,7 +174,7 @@ func droppedIPs(old, p *corev1.Pod) []netip.Addr {
 func podEntries(p *corev1.Pod, ips []netip.Addr, reason string, at time.Time) []reserve.Entry {
 	out := make([]reserve.Entry, 0, len(ips))
 	for _, ip := range ips {
-		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: at.UTC(), Sandbox: calicoSandbox(p, ip)}
+		e := reserve.Entry{IP: ip.String(), Node: p.Spec.NodeName, Namespace: p.Namespace, Pod: p.Name, Reason: reason, ReservedAt: at.UTC(), Sandbox: caliconode.Sandbox(p, ip)}
 		e.SetPod(p)
 		out = append(out, e)
 	}
