@@ -18,6 +18,7 @@ import (
 	"github.com/capo-net/capo/daemon/controller"
 	"github.com/capo-net/capo/pkg/calico/apigroup"
 	"github.com/capo-net/capo/pkg/calico/gate"
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/pkg/reserve/calicostore"
@@ -88,6 +89,7 @@ Flags:
 	fs.DurationVar(&o.RetryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9468", "address serving /metrics, /healthz and /readyz")
 	fs.StringVar(&o.AgentSelector, "agent-selector", controller.DefaultAgentSelector, "labels of the capo-agent pods in --namespace: a node without a ready one has its pods' teardowns reserved by the controller")
+	fs.StringVar(&o.CalicoNodeSelector, "calico-node-selector", caliconode.DefaultSelector, "labels of calico-node's pods: while the one on a node whose capo-agent is not ready is replaced (its install-cni rewrites the CNI config without capo-ipam), the controller holds that node's selected pods' addresses in the agent's place")
 	fs.DurationVar(&o.RecentWindow, "recent-teardown-window", controller.DefaultRecentWindow, "how long a selected pod's teardown left to its node's agent is remembered: if the node turns uncovered within it (an agent that hung while it looked ready), the controller covers it. At least the agent's readiness probe period x failure threshold plus a pass, and a node's NotReady grace")
 	if err := fs.Parse(args); err != nil {
 		return o, 0, 0, err

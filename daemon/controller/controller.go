@@ -25,6 +25,7 @@ import (
 	"github.com/capo-net/capo/daemon"
 	"github.com/capo-net/capo/pkg/calico/gate"
 	"github.com/capo-net/capo/pkg/calico/ipam"
+	"github.com/capo-net/capo/pkg/caliconode"
 	"github.com/capo-net/capo/pkg/config"
 	"github.com/capo-net/capo/pkg/kubeclient"
 	"github.com/capo-net/capo/pkg/reserve"
@@ -46,6 +47,11 @@ type Options struct {
 	// AgentSelector picks the capo-agent pods (in Namespace) whose
 	// readiness says a node's teardowns are covered.
 	AgentSelector string
+	// CalicoNodeSelector picks calico-node's pods: while the one on a node
+	// whose agent is away is replaced, the controller holds that node's
+	// selected pods' addresses (awayhold.go); "" means
+	// caliconode.DefaultSelector.
+	CalicoNodeSelector string
 	// RecentWindow is how long a teardown left to a node's agent is
 	// remembered, in case the agent hangs while it still looks ready
 	// (recent.go); 0 means DefaultRecentWindow.
@@ -74,17 +80,19 @@ type Controller struct {
 // caches, the config, the clock, the metrics, and whether this replica
 // leads.
 type deps struct {
-	opts     Options
-	kube     kubernetes.Interface
-	store    reserve.Store
-	ipam     ipam.Reader
-	agents   labels.Selector
-	config   *config.Holder
-	metrics  *metrics
-	caches   *caches
-	recorder record.EventRecorder
-	now      func() time.Time
-	leading  atomic.Bool
+	opts   Options
+	kube   kubernetes.Interface
+	store  reserve.Store
+	ipam   ipam.Reader
+	agents labels.Selector
+	// calicoNodes picks calico-node's pods.
+	calicoNodes labels.Selector
+	config      *config.Holder
+	metrics     *metrics
+	caches      *caches
+	recorder    record.EventRecorder
+	now         func() time.Time
+	leading     atomic.Bool
 }
 
 // New builds a controller on real clients.
@@ -99,16 +107,23 @@ func New(opts Options, kube kubernetes.Interface, oc OwnerClients, store reserve
 	if err != nil {
 		return nil, fmt.Errorf("agent selector %q: %w", opts.AgentSelector, err)
 	}
+	if opts.CalicoNodeSelector == "" {
+		opts.CalicoNodeSelector = caliconode.DefaultSelector
+	}
+	calicoNodes, err := labels.Parse(opts.CalicoNodeSelector)
+	if err != nil {
+		return nil, fmt.Errorf("calico-node selector %q: %w", opts.CalicoNodeSelector, err)
+	}
 	if opts.CalicoAPI != nil {
 		store, ipam = opts.CalicoAPI.Store(store), opts.CalicoAPI.IPAM(ipam)
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	d := &deps{
-		opts: opts, kube: kube, store: store, ipam: ipam, agents: agents,
+		opts: opts, kube: kube, store: store, ipam: ipam, agents: agents, calicoNodes: calicoNodes,
 		config:   config.NewHolder(config.Default()),
 		metrics:  newMetrics(),
-		caches:   newCaches(kube, agents, opts.Namespace, opts.ReleaseConfigMap),
+		caches:   newCaches(kube, agents, calicoNodes, opts.Namespace, opts.ReleaseConfigMap),
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "capo-controller"}),
 		now:      time.Now,
 	}

@@ -22,6 +22,8 @@ type coverer struct {
 
 	*takeover
 
+	holds *awayHolds // calico-node replaced while a node's agent is away (awayhold.go)
+
 	away           map[string]bool // opted-in nodes whose agent was not ready at the last pass (pass goroutine only)
 	uncoveredNodes map[string]bool // opted-in nodes uncovered at the last pass (pass goroutine only)
 }
@@ -32,6 +34,7 @@ func newCoverer(d *deps, due func()) *coverer {
 		lost:           newLostQueue(),
 		recent:         &recentTeardowns{},
 		takeover:       &takeover{deps: d, deletedNodes: map[string]deletedNode{}},
+		holds:          newAwayHolds(d.calicoNodes),
 		away:           map[string]bool{},
 		uncoveredNodes: map[string]bool{},
 	}
@@ -42,6 +45,9 @@ func newCoverer(d *deps, due func()) *coverer {
 func (c *coverer) everyPass() {
 	c.countDownNodes()
 	c.watchAway()
+	for node := range c.away {
+		c.holdAway(node)
+	}
 	c.watchCoverage()
 	c.pruneDeletedNodes()
 }

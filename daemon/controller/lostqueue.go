@@ -184,6 +184,14 @@ func (c *coverer) stillTheirs(ctx context.Context, entries []reserve.Entry) ([]r
 		if err != nil {
 			return nil, err
 		}
+		if e.Reason == reserve.ReasonCNIRewrite {
+			if e, ok := holdable(e, h); ok {
+				keep = append(keep, e)
+			} else {
+				slog.Info("not holding an address its pod's sandbox no longer has", "ip", e.IP, "pod", e.Namespace+"/"+e.Pod, "sandbox", e.Sandbox)
+			}
+			continue
+		}
 		switch {
 		case h == nil, h.Cooling: // cooling: released, and free once cooled
 			free = append(free, e)

@@ -104,7 +104,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 		nodeLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "capo_controller_node_lost_reservations_total", Help: "Addresses the controller reserved for pods of uncovered nodes: lost (reason node-lost), or with their agent not ready (agent-away).",
+			Name: "capo_controller_node_lost_reservations_total", Help: "Addresses the controller reserved for pods of uncovered nodes: lost (reason node-lost), with their agent not ready (agent-away), or held while calico-node was replaced there (cni-rewrite).",
 		}),
 		lostNodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "capo_controller_lost_nodes", Help: "Opted-in nodes that are NotReady, unreachable or unknown, as of the last pass: their pods' deletions are being covered.",

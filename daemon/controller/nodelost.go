@@ -19,6 +19,10 @@ import (
 // being deleted, terminating (an eviction leaves it Failed or Succeeded),
 // or a new sandbox with new addresses (the old ones were the old sandbox's).
 func (c *coverer) podChanged(old, p *corev1.Pod) {
+	if c.isCalicoNode(p) {
+		c.calicoNodeChanged(p, false)
+		return
+	}
 	if c.isAgent(p) {
 		if podReady(old) != podReady(p) || p.DeletionTimestamp != nil {
 			c.due() // the next pass sees whether its node became uncovered
@@ -33,9 +37,16 @@ func (c *coverer) podChanged(old, p *corev1.Pod) {
 	if dropped := droppedIPs(old, p); len(dropped) > 0 {
 		c.podGoing(p, dropped, c.now())
 	}
+	if !terminated(p) && len(caliconode.RunningIPs(p)) > 0 {
+		c.holdAway(p.Spec.NodeName) // a pod started in the window is held too
+	}
 }
 
 func (c *coverer) podGone(p *corev1.Pod) {
+	if c.isCalicoNode(p) {
+		c.calicoNodeChanged(p, true)
+		return
+	}
 	if c.isAgent(p) {
 		c.due()
 		return

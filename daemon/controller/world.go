@@ -22,7 +22,7 @@ type caches struct {
 	requests                            cache.SharedIndexInformer // the release ConfigMap
 }
 
-func newCaches(kube kubernetes.Interface, agents labels.Selector, namespace, releaseConfigMap string) *caches {
+func newCaches(kube kubernetes.Interface, agents, calicoNodes labels.Selector, namespace, releaseConfigMap string) *caches {
 	f := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(stripManagedFields))
 	c := &caches{
 		factory:    f,
@@ -33,7 +33,7 @@ func newCaches(kube kubernetes.Interface, agents labels.Selector, namespace, rel
 		nodes:      f.Core().V1().Nodes().Informer(),
 		requests:   newRequests(kube, namespace, releaseConfigMap),
 	}
-	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod(agents)))
+	pods := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTransform(trimPod(agents, calicoNodes)))
 	c.pods = pods.Core().V1().Pods().Informer()
 	_ = c.pods.AddIndexers(cache.Indexers{byNode: indexByNode, byTTL: indexByTTL})
 	return c
@@ -64,8 +64,9 @@ func stripManagedFields(obj any) (any, error) {
 }
 
 // trimPod keeps what selection, node coverage and events need; an agent
-// pod also keeps its readiness.
-func trimPod(agents labels.Selector) cache.TransformFunc {
+// pod also keeps its readiness, and calico-node's whether it is
+// initialized (its install-cni has run).
+func trimPod(agents, calicoNodes labels.Selector) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -83,9 +84,10 @@ func trimPod(agents labels.Selector) cache.TransformFunc {
 		// Readiness: an agent's says whether its node is covered; an ended
 		// pod's last change dates its teardown (tornDownAt).
 		ended := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+		calicoNode := !calicoNodes.Empty() && calicoNodes.Matches(labels.Set(p.Labels))
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && (ended || agents.Matches(labels.Set(p.Labels))) {
-				out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+			if c.Type == corev1.PodReady && (ended || agents.Matches(labels.Set(p.Labels))) || c.Type == corev1.PodInitialized && calicoNode {
+				out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
 			}
 		}
 		return out, nil

@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/capo-net/capo/pkg/reserve"
 	"github.com/capo-net/capo/test/testbed"
 )
 
@@ -114,4 +116,58 @@ func calicoNode(t *testing.T, env *testbed.Env, name string, initialized bool) {
 	if _, err := env.Kube.CoreV1().Pods(env.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// calico-node's pod is replaced on an opted-in node while its agent is
+// away (restarting, or crash-looping on an API server out of reach): the
+// controller holds the node's running members' addresses in the agent's
+// place. So a member torn down through the conflist install-cni wrote
+// keeps its address reserved, though plain calico-ipam freed it and the
+// controller never saw the member go. The agent, back, puts capo in the
+// chain again and lets go of the running member's hold; the torn-down
+// member's stays, its teardown's reservation.
+func TestCalicoNodeReplacedWhileTheAgentIsAwayIsHeldByTheController(t *testing.T) {
+	ctx := context.Background()
+	env, n, a := calicoNodeBed(t)
+	c := env.StartController("c1")
+	var members []*testbed.Sandbox
+	for i := range 2 {
+		sb := env.NewDiskSandbox(env.CreatePod(fmt.Sprintf("db-%d", i), testbed.StatefulPod("db")), n)
+		if err := sb.Add(ctx); err != nil {
+			t.Fatal(err)
+		}
+		env.MarkRunning(sb)
+		members = append(members, sb)
+	}
+	a.Stop()
+	c.WaitMetricAtLeast(1, "capo_controller_agents_not_ready")
+	env.DeletePod("calico-node-a", 30) // the DaemonSet replaces it: it terminates first
+	eventually(t, 10*time.Second, "every member's address held by the controller", func() bool {
+		for _, m := range members {
+			if e, ok := env.Reservations()[m.IP()]; !ok || e.Reason != reserve.ReasonCNIRewrite || e.Pod != m.Pod.Name {
+				return false
+			}
+		}
+		return true
+	})
+
+	n.CalicoNodeRewrites(env)
+	gone := members[1]
+	if err := gone.DelWith(ctx, n.Original); err != nil {
+		t.Fatal(err)
+	}
+	if env.Allocated(net.ParseIP(gone.IP())) {
+		t.Fatalf("%s still allocated: the DEL did not run through plain calico-ipam", gone.IP())
+	}
+	if !held(env, gone.IP()) {
+		t.Fatalf("%s freed by plain calico-ipam and not reserved", gone.IP())
+	}
+
+	env.DeletePod("calico-node-a", 0)
+	calicoNode(t, env, "calico-node-b", true)
+	a = a.StartAgain()
+	a.WaitMetric(1, "capo_agent_cni_installed")
+	eventually(t, 15*time.Second, "the running member's hold let go, the torn-down member's kept", func() bool {
+		return !held(env, members[0].IP()) && held(env, gone.IP())
+	})
 }

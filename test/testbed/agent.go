@@ -45,6 +45,7 @@ type Agent struct {
 	podNS, podName string        // the agent's pod object, reported Ready while it runs
 	reflecting     chan struct{} // closed when reflectReadiness has stopped; nil if never started
 	readinessLag   time.Duration // AgentOptions.ReadinessLag
+	opts           AgentOptions  // as started
 }
 
 // AgentOptions are what a test may change about how the agent runs.
@@ -85,7 +86,7 @@ func (e *Env) StartAgentWith(o AgentOptions) *Agent {
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), readinessLag: o.ReadinessLag}
+	a := &Agent{env: e, MetricsAddr: "127.0.0.1:" + strconv.Itoa(port), readinessLag: o.ReadinessLag, opts: o}
 	var hostIP string
 	if o.Reachable {
 		if hostIP = HostIP(); hostIP == "" {
@@ -170,6 +171,14 @@ func (a *Agent) Stop() {
 			a.env.T.Logf("testbed: %v", err)
 		}
 	}
+}
+
+// StartAgain starts a new agent as a was started (a stopped first), as the
+// DaemonSet's next pod of the node.
+func (a *Agent) StartAgain() *Agent {
+	a.env.T.Helper()
+	a.Stop()
+	return a.env.StartAgentWith(a.opts)
 }
 
 // Kill ends the agent with SIGKILL, mid-whatever; its pod is reported
