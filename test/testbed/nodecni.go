@@ -47,14 +47,15 @@ func (e *Env) SetupNodeCNI() *NodeCNI {
 }
 
 // CalicoNodeRewrites does what calico-node's install-cni does on every
-// start: writes its conflist in place and copies its binaries again.
+// start: writes its conflist in place and copies its binaries again, the
+// env's Calico release's (EnvOptions.CalicoRelease).
 func (n *NodeCNI) CalicoNodeRewrites(e *Env) {
 	e.T.Helper()
 	if err := os.WriteFile(n.ConfFile, n.Original, 0o644); err != nil {
 		e.T.Fatal(err)
 	}
 	for _, name := range []string{"calico", "calico-ipam"} {
-		if err := copyFile(e.Bed.Bin.Calico, filepath.Join(n.BinDir, name), 0o755); err != nil {
+		if err := copyFile(filepath.Join(e.BinDir, "calico"), filepath.Join(n.BinDir, name), 0o755); err != nil {
 			e.T.Fatal(err)
 		}
 	}
