@@ -160,11 +160,15 @@ func (sw *sweeper) run(ctx context.Context, reapplied <-chan struct{}) {
 			return
 		case <-reapplied:
 			sw.sweepAll(ctx)
-			// A DEL that read the rewritten conflist may still be releasing.
-			if !pause.Sleep(ctx, reapplySettle) {
-				return
+			// A DEL that read the rewritten conflist may still be
+			// releasing: looked for again once it has most likely
+			// landed, and once more after a slow one.
+			for _, wait := range []time.Duration{reapplySoon, reapplySettle - reapplySoon} {
+				if !pause.Sleep(ctx, wait) {
+					return
+				}
+				sw.sweepAddrs(ctx, true)
 			}
-			sw.sweepAddrs(ctx, true)
 		case <-t.C:
 			sw.sweepAddrs(ctx, false)
 		}
@@ -183,5 +187,11 @@ func (sw *sweeper) sweepAll(ctx context.Context) {
 	}
 }
 
-// reapplySettle is how long after a re-apply a second sweep runs.
-const reapplySettle = 10 * time.Second
+// reapplySoon and reapplySettle are how long after a re-apply the sweep
+// runs again: a DEL that read the rewritten conflist just before takes
+// calico-ipam well under a second to release, its address free and
+// unreserved until the sweep finds it; a slow one, a few seconds.
+const (
+	reapplySoon   = time.Second
+	reapplySettle = 10 * time.Second
+)

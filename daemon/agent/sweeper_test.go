@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,5 +100,53 @@ func testSweeper(c Cluster, ipam IPAM, r Reserver, j journal.Dir) *sweeper {
 	return &sweeper{
 		node: "n1", cluster: c, ipam: ipam, journal: j, decider: testDecider(c, ipam, r, time.Now),
 		timeout: func() time.Duration { return time.Second }, interval: time.Minute, metrics: newMetrics(),
+	}
+}
+
+// landingIPAM holds the handle's addresses until landed: a DEL through
+// the rewritten conflist releasing them with plain calico-ipam.
+type landingIPAM struct {
+	fakeIPAM
+	landed atomic.Bool
+}
+
+func (l *landingIPAM) IPsByHandle(ctx context.Context, h string) ([]cnet.IP, error) {
+	if l.landed.Load() {
+		return nil, cerrors.ErrorResourceDoesNotExist{Identifier: h}
+	}
+	return []cnet.IP{cnet.MustParseIP("10.0.0.1")}, nil
+}
+
+// A DEL that read the rewritten conflist just before capo was re-applied
+// releases its address a moment after the re-apply's sweep: the sweep
+// looks again a second later, not only after ten, so the address is
+// reserved after the fact within about a second.
+func TestTheSweepAfterAReapplyLooksAgainSoon(t *testing.T) {
+	optedIn := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{selection.NodeAnnotation: selection.Enabled}}}
+	j := journal.Dir{Root: t.TempDir()}
+	if err := j.RecordAddrs(&journal.AddrRecord{Network: "k8s-pod-network", ContainerID: "c1", IfName: "eth0", Pod: wire.PodRef{Namespace: "kafka", Name: "broker-0", UID: "u0"}, IPs: []string{"10.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	ipam, r := &landingIPAM{}, &fakeReserver{}
+	sw := testSweeper(&fakeCluster{node: optedIn}, ipam, r, j)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reapplied := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() { sw.run(ctx, reapplied); close(done) }()
+	reapplied <- struct{}{}
+	time.Sleep(300 * time.Millisecond) // the re-apply's own sweep found it allocated
+	ipam.landed.Store(true)
+	deadline := time.Now().Add(2 * time.Second)
+	for j.Addrs("k8s-pod-network", "c1", "eth0") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the teardown that went around capo-ipam was not found within 2s of the re-apply")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if len(r.got) != 1 || r.got[0].IP != "10.0.0.1" {
+		t.Fatalf("reserved %+v, want 10.0.0.1 after the fact", r.got)
 	}
 }
