@@ -63,6 +63,16 @@ var judgeCases = []judgeCase{
 		agent := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "bbbb", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(15 * time.Second), Seen: t0.Add(15 * time.Second)}
 		return &sample{T0: t0.Add(16 * time.Second), T1: t0.Add(16 * time.Second), Entries: []reserve.Entry{cover, agent}}
 	}, ""},
+	// The same, the coverage naming the sandbox (Calico's annotations),
+	// and the agent's reservation of that sandbox stamped only after the
+	// release: the release's reason (reservedAs) tells them apart.
+	{"a coverage released by TTL beside the agent's of its sandbox", func(t0 time.Time) []Event {
+		return []Event{{Op: opReleased, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Reason: "ttl", Value: "agent-away", Start: t0.Add(20500 * time.Millisecond), End: t0.Add(20500 * time.Millisecond)}}
+	}, func(t0 time.Time) *sample {
+		cover := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: "agent-away", ReservedAt: t0, Seen: t0}
+		agent := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: reserve.ReasonCNIDel, ReservedAt: t0.Add(time.Second), Seen: t0.Add(25 * time.Second)}
+		return &sample{T0: t0.Add(16 * time.Second), T1: t0.Add(16 * time.Second), Entries: []reserve.Entry{cover, agent}}
+	}, ""},
 	{"released as owner-gone, its set deleted", func(t0 time.Time) []Event {
 		return []Event{
 			{Op: opDeleteSet, Owner: "uid-1", Value: "db", Start: t0.Add(time.Second), End: t0.Add(time.Second)},

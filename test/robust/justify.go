@@ -27,7 +27,7 @@ func (k *checker) judgeRelease(ix *index, r Event) {
 		return
 	}
 	ip, t := firstIP(r.IPs), r.Start
-	e, sampled := k.entryFor(r.Node, ip, r.Pod, r.Sandbox, t)
+	e, sampled := k.entryFor(r.Node, ip, r.Pod, r.Sandbox, r.Value, t)
 	o := ix.owed(ip, r.Pod, t)
 	var seen, written time.Time // when the controller first saw it; when it was written
 	switch {
@@ -104,15 +104,16 @@ func (k *checker) skip(r Event) (bool, string) {
 }
 
 // entryFor is the reservation of ip on node for pod, of the released
-// sandbox, that a sample saw before t (so it existed then): the latest
-// written. The sandbox tells apart two reservations of one address at
-// once: the agent's of a teardown, and the controller's coverage (no
-// sandbox, dated from its teardown) of an earlier one.
-func (k *checker) entryFor(node, ip, pod, sandbox string, t time.Time) (reserve.Entry, bool) {
+// sandbox and reason (reservedAs, where the release says it), that a
+// sample saw before t (so it existed then): the latest written. The
+// sandbox and the reason tell apart reservations of one address: the
+// agent's of a teardown, and the controller's coverage (dated from its
+// teardown) of the same or an earlier one.
+func (k *checker) entryFor(node, ip, pod, sandbox, reason string, t time.Time) (reserve.Entry, bool) {
 	var best *seen
 	for _, s := range k.entries {
 		e := s.e
-		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && sameSandbox(e.Sandbox, sandbox) && !s.first.After(t) {
+		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && sameSandbox(e.Sandbox, sandbox) && (reason == "" || e.Reason == reason) && !s.first.After(t) {
 			if best == nil || e.ReservedAt.After(best.e.ReservedAt) {
 				best = s
 			}
