@@ -58,10 +58,31 @@ type countAt struct {
 	n        int
 }
 
-// seen is a reservation as samples saw it.
+// seen is a reservation as samples saw it: one record of the store (its
+// node, address, pod and write time), which the controller stamps after
+// its write (Seen), and may write again the same (its coverage of one
+// teardown, again after a release).
 type seen struct {
 	e           reserve.Entry
 	first, last time.Time
+	earlier     []version // what samples showed of it before e
+}
+
+// version is what samples showed of a reservation until a time.
+type version struct {
+	e     reserve.Entry
+	until time.Time
+}
+
+// asOf is the reservation as the last sample before t showed it (its
+// first, if none did).
+func (s *seen) asOf(t time.Time) reserve.Entry {
+	for _, v := range s.earlier {
+		if v.until.After(t) {
+			return v.e
+		}
+	}
+	return s.e
 }
 
 // evalLag is how far behind the present the checker judges, so that what
@@ -108,6 +129,9 @@ func (k *checker) took(s *sample) {
 	for _, e := range s.Entries {
 		key := fmt.Sprintf("%s|%s|%s/%s|%d", e.Node, e.IP, e.Namespace, e.Pod, e.ReservedAt.UnixNano())
 		if old, ok := k.entries[key]; ok {
+			if e != old.e {
+				old.earlier = append(old.earlier, version{e: old.e, until: s.T1})
+			}
 			old.e, old.last = e, s.T1
 		} else {
 			k.entries[key] = &seen{e: e, first: s.T1, last: s.T1}

@@ -247,3 +247,35 @@ func TestRetryTellsAnEtcdAwayFromAnAnswer(t *testing.T) {
 		t.Fatal("the API server's not-found is an answer, wrapped or not")
 	}
 }
+
+// A release is judged by its reservation as the samples showed it before
+// the release: the controller may write the same record again after it
+// (its coverage of one teardown, again), stamped only later; that later
+// stamp does not date the release.
+func TestCheckerJudgesTheEntryAsItWas(t *testing.T) {
+	h := newHistory()
+	t0 := time.Now().Add(-time.Minute)
+	h.Record(Event{Op: opDel, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Selected: true, Owner: "uid-1", Attempt: 1}, t0)
+	rel := Event{Op: opReleased, Pod: casePod, Node: "n1", Sandbox: "aaaa", IPs: []string{caseIP}, Reason: "ttl", Value: "agent-away"}
+	h.Record(rel, t0.Add(20500*time.Millisecond))
+	var told []string
+	k := &checker{
+		cfg: Config{TTL: 20 * time.Second, MaxCount: 6}, ns: "ns", hist: h, out: func(s string) { told = append(told, s) },
+		entries: map[string]*seen{}, told: map[string]bool{}, judged: map[int]bool{}, unchecked: map[string]int{},
+		logs: &logs{tails: map[string]*tail{}},
+	}
+	cover := reserve.Entry{IP: caseIP, Pod: "db-0", Namespace: "ns", Node: "n1", Sandbox: "aaaa", Reason: "agent-away", ReservedAt: t0, Seen: t0}
+	again := cover
+	again.Seen = t0.Add(21 * time.Second)
+	k.took(&sample{T0: t0.Add(16 * time.Second), T1: t0.Add(16 * time.Second), Entries: []reserve.Entry{cover}})
+	k.took(&sample{T0: t0.Add(22 * time.Second), T1: t0.Add(22 * time.Second), Entries: []reserve.Entry{again}})
+	k.round(true)
+	for _, v := range k.violations {
+		if v.Kind == vUnjustified {
+			t.Fatalf("the release judged by the entry written after it: %s", strings.Join(told, "\n"))
+		}
+	}
+	if e, _ := k.entryFor("n1", caseIP, casePod, "aaaa", "agent-away", t0.Add(25*time.Second)); !e.Seen.Equal(again.Seen) {
+		t.Fatalf("after the second sample: %+v, want the entry as it was then", e)
+	}
+}

@@ -105,24 +105,25 @@ func (k *checker) skip(r Event) (bool, string) {
 
 // entryFor is the reservation of ip on node for pod, of the released
 // sandbox and reason (reservedAs, where the release says it), that a
-// sample saw before t (so it existed then): the latest written. The
+// sample saw before t (so it existed then), as it was then: the latest
+// written. The
 // sandbox and the reason tell apart reservations of one address: the
 // agent's of a teardown, and the controller's coverage (dated from its
 // teardown) of the same or an earlier one.
 func (k *checker) entryFor(node, ip, pod, sandbox, reason string, t time.Time) (reserve.Entry, bool) {
-	var best *seen
+	var best *reserve.Entry
 	for _, s := range k.entries {
-		e := s.e
+		e := s.asOf(t)
 		if e.Node == node && e.IP == ip && e.Namespace+"/"+e.Pod == pod && sameSandbox(e.Sandbox, sandbox) && (reason == "" || e.Reason == reason) && !s.first.After(t) {
-			if best == nil || e.ReservedAt.After(best.e.ReservedAt) {
-				best = s
+			if best == nil || e.ReservedAt.After(best.ReservedAt) {
+				best = &e
 			}
 		}
 	}
 	if best == nil {
 		return reserve.Entry{}, false
 	}
-	return best.e, true
+	return *best, true
 }
 
 // maxHeld is the most reservations there can have been at an instant of
