@@ -30,12 +30,17 @@ func (b *awayBed) withClock() *clock {
 	return c
 }
 
+// deletePod deletes a selected pod of a covered node and waits until the
+// controller has remembered its teardown: the cache drops the pod before
+// its handler runs, and a test that moves the clock on before the handler
+// has run would date the teardown later than it happened.
 func (b *awayBed) deletePod(ns, name string) {
 	b.t.Helper()
+	before := b.c.coverer.recent.len()
 	if err := b.kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		b.t.Fatal(err)
 	}
-	waitFor(b.t, name+" gone from the cache", func() bool { return b.c.caches.pod(ns, name) == nil })
+	waitFor(b.t, name+"'s teardown remembered", func() bool { return b.c.coverer.recent.len() > before })
 }
 
 // A selected pod deleted while its agent hangs but still looks Ready: its
