@@ -83,9 +83,15 @@ func (c *coverer) holdAway(node string) {
 	if !c.leading.Load() {
 		return
 	}
+	// The agent's readiness first: it is an index lookup, and this runs
+	// on every pod change; the window reads the node's pods.
 	n, gone := c.nodeState(node)
+	if gone || c.uncovered(node) != ReasonAgentAway {
+		c.holds.forget(node)
+		return
+	}
 	open, why := c.window(node).Open()
-	if gone || !open || c.uncovered(node) != ReasonAgentAway {
+	if !open {
 		c.holds.forget(node)
 		return
 	}
